@@ -1,0 +1,120 @@
+"""Write Hugging Face ``datasets`` directories (the ``save_to_disk`` layout) deterministically.
+
+``Dataset.save_to_disk`` stores a random fingerprint in ``state.json`` for in-memory datasets, so
+two identical runs would differ by a byte. We write the same layout ourselves with pyarrow: Arrow
+IPC stream shards ``data-0000i-of-0000N.arrow``, ``dataset_info.json`` and ``state.json`` whose
+fingerprint is derived from the shards' content. ``datasets.load_from_disk`` opens the result and
+memory-maps it. Rows are streamed in batches; a shard is closed when it exceeds ``max_shard_bytes``,
+so memory stays bounded by one batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pyarrow as pa
+
+
+class DatasetWriter:
+    """Stream record batches into a ``save_to_disk``-compatible directory."""
+
+    def __init__(self, out_dir: Path, features: datasets.Features, max_shard_bytes: int = 256 << 20) -> None:
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.features = features
+        self.schema = features.arrow_schema
+        self.max_shard_bytes = max_shard_bytes
+        self._writer: pa.RecordBatchStreamWriter | None = None
+        self._sink: Any = None
+        self._shard_bytes = 0
+        self._parts: list[Path] = []
+        self.num_rows = 0
+
+    def _open(self) -> None:
+        part = self.out_dir / f".part-{len(self._parts):05d}.arrow"
+        self._parts.append(part)
+        self._sink = pa.OSFile(str(part), "wb")
+        self._writer = pa.ipc.new_stream(self._sink, self.schema)
+        self._shard_bytes = 0
+
+    def _close_shard(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+            self._writer = None
+
+    def write_rows(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self.write_batch(pa.Table.from_pylist(rows, schema=self.schema))
+
+    def write_batch(self, table: pa.Table | pa.RecordBatch) -> None:
+        if table.num_rows == 0:
+            return
+        if self._writer is None:
+            self._open()
+        if isinstance(table, pa.Table):
+            table = table.cast(self.schema)
+            batches = table.to_batches()
+        else:
+            batches = [table]
+        for b in batches:
+            self._writer.write_batch(b)  # type: ignore[union-attr]
+            self._shard_bytes += b.nbytes
+            self.num_rows += b.num_rows
+        if self._shard_bytes >= self.max_shard_bytes:
+            self._close_shard()
+
+    def close(self) -> list[str]:
+        """Finish shards, name them ``data-i-of-N``, write metadata; return shard file names."""
+        self._close_shard()
+        if not self._parts:  # an empty dataset still gets one (empty) shard so it loads
+            self._open()
+            self._close_shard()
+        n = len(self._parts)
+        names = []
+        digest = hashlib.sha256()
+        for i, part in enumerate(self._parts):
+            name = f"data-{i:05d}-of-{n:05d}.arrow"
+            os.replace(part, self.out_dir / name)
+            names.append(name)
+            digest.update(_file_sha256(self.out_dir / name).encode())
+        info = {"citation": "", "description": "", "features": self.features.to_dict(), "homepage": "", "license": ""}
+        state = {
+            "_data_files": [{"filename": name} for name in names],
+            "_fingerprint": digest.hexdigest()[:16],
+            "_format_columns": None,
+            "_format_kwargs": {},
+            "_format_type": None,
+            "_output_all_columns": False,
+            "_split": None,
+        }
+        (self.out_dir / "dataset_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        (self.out_dir / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+        return names
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def iter_dataset_rows(ds_dir: Path, columns: list[str] | None = None, batch_size: int = 1000) -> Iterator[dict[str, Any]]:
+    """Stream rows of a saved dataset directory without loading it all (memory-mapped shards)."""
+    state = json.loads((Path(ds_dir) / "state.json").read_text())
+    for f in state["_data_files"]:
+        with pa.memory_map(str(Path(ds_dir) / f["filename"])) as src:
+            reader = pa.ipc.open_stream(src)
+            for batch in reader:
+                if columns:
+                    batch = batch.select(columns)
+                for i in range(0, batch.num_rows, batch_size):
+                    yield from batch.slice(i, batch_size).to_pylist()

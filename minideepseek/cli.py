@@ -1,0 +1,39 @@
+"""Shared command-line plumbing for the stage scripts: --config, --set, --force, logging."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from .config import ConfigError
+
+DEFAULT_CONFIG = "configs/demo.yaml"
+
+
+def stage_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"YAML config (default: {DEFAULT_CONFIG})")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set sampler.target_docs=2000 (repeatable)")
+    p.add_argument("--force", action="store_true", help="rebuild even if the artifact is up to date")
+    p.add_argument("--log-level", default=os.environ.get("MINIDEEPSEEK_LOG", "INFO"))
+    return p
+
+
+def setup_logging(level: str = "INFO") -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S", stream=sys.stderr, force=True)
+
+
+def run_cli(fn, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    """Run a stage, turning config/input errors into one clear line and exit code 2."""
+    try:
+        fn(args)
+    except ConfigError as exc:
+        logging.getLogger("minideepseek").error("%s", exc)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,188 @@
+"""YAML configs -> frozen, validated dataclasses.
+
+Every stage reads one YAML file (``configs/*.yaml``) with one section per concern (``run``,
+``sources``, ``sampler``, ...). ``--set a.b=c`` overrides any key; values are parsed as YAML so
+``--set sampler.target_docs=2000`` gives an int. Unknown keys and bad values raise
+:class:`ConfigError` with a message that names the fix, before any work starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A user-facing configuration error; the message says what to change."""
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {p} not found; pass --config configs/demo.yaml or another file in configs/")
+    with p.open(encoding="utf-8") as fh:
+        try:
+            data = yaml.safe_load(fh) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p} must hold a mapping of sections (run:, sources:, sampler:, ...)")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides. List items are addressed by index or by ``name``:
+    ``sources.code.weight=0.3`` or ``sources.1.weight=0.3``."""
+    data = json.loads(json.dumps(data))  # deep copy, plain types only
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set sampler.target_docs=2000")
+        key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        node: Any = data
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(node, list):
+                idx = _list_index(node, part, key)
+                if last:
+                    node[idx] = value
+                else:
+                    node = node[idx]
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                else:
+                    node = node.setdefault(part, {})
+            else:
+                raise ConfigError(f"--set {key}: {'.'.join(parts[:i])} is a value, not a section")
+    return data
+
+
+def _list_index(node: list[Any], part: str, key: str) -> int:
+    if part.isdigit() and int(part) < len(node):
+        return int(part)
+    for i, elem in enumerate(node):
+        if isinstance(elem, dict) and elem.get("name") == part:
+            return i
+    names = [e.get("name") for e in node if isinstance(e, dict)]
+    raise ConfigError(f"--set {key}: no list item {part!r}; use an index 0..{len(node) - 1} or a name in {names}")
+
+
+def build(cls: type[T], data: Any, where: str) -> T:
+    """Build dataclass ``cls`` from a mapping, recursively, rejecting unknown keys.
+
+    After construction the dataclass's own ``__post_init__`` validates values."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping, got {type(data).__name__}")
+    hints = get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown key(s) {unknown} in {where}; valid keys: {sorted(fields)}")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _coerce(hints[name], value, f"{where}.{name}")
+    missing = [
+        n for n, f in fields.items()
+        if n not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ConfigError(f"{where} is missing required key(s) {missing}")
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _coerce(tp: Any, value: Any, where: str) -> Any:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        errors = []
+        for arg in args:
+            try:
+                return _coerce(arg, value, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0])
+    if origin is typing.Literal:
+        allowed = get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{where} = {value!r} is not allowed; choose one of {list(allowed)}")
+        return value
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where} must be a list, got {value!r}")
+        (item_tp, *_rest) = get_args(tp) or (Any,)
+        return tuple(_coerce(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+        return dict(value)
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, where)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where} must be a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{where} must be a string, got {value!r}")
+        return str(value)
+    raise ConfigError(f"{where}: unsupported config type {tp}")
+
+
+def to_plain(obj: Any) -> Any:
+    """Dataclass tree -> JSON-able plain types (tuples become lists)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def config_hash(obj: Any) -> str:
+    """Stable hash of a resolved config (sorted-key JSON)."""
+    blob = json.dumps(to_plain(obj), sort_keys=True, ensure_ascii=False).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def require(cond: bool, msg: str) -> None:
+    """Validation helper for ``__post_init__``: raise ConfigError(msg) unless cond."""
+    if not cond:
+        raise ConfigError(msg)

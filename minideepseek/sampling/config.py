@@ -1,0 +1,59 @@
+"""Stage 1 config: the recipe (``sources``), extraction and sampling targets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..config import require
+from ..extract import ExtractConfig
+from ..runconfig import RunConfig
+from ..sources.config import SourceConfig, check_recipe
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    target_docs: int | None = None  # the seed's unit
+    target_tokens: int | None = None  # the field's unit (sources weighed by tokens)
+    shortfall: Literal["renormalize", "shrink", "error"] = "renormalize"
+    token_counter: str = "deepseek"  # or a path to a tokenizer.json
+    min_chars: int = 1
+    max_chars: int = 2_000_000
+    max_reject_fraction: float = 0.5  # error budget per source, checked after 200 records
+    max_shard_bytes: int = 256 << 20
+    demo_tiers: tuple[str, ...] = ("portable", "debian")
+    batch_size: int = 256
+    num_proc: int = 2  # extraction workers (HTML extraction dominates stage time)
+
+    def __post_init__(self) -> None:
+        require((self.target_docs is None) != (self.target_tokens is None),
+                "sampler: set exactly one of target_docs (documents) or target_tokens (DeepSeek tokens)")
+        for key in ("target_docs", "target_tokens"):
+            v = getattr(self, key)
+            require(v is None or v > 0, f"sampler.{key}={v} must be a positive integer")
+        require(0 <= self.min_chars <= self.max_chars, "sampler: need 0 <= min_chars <= max_chars")
+        require(0.0 < self.max_reject_fraction <= 1.0, "sampler.max_reject_fraction must be in (0, 1]")
+        require(self.batch_size >= 1 and self.num_proc >= 1, "sampler.batch_size and sampler.num_proc must be >= 1")
+        bad = [t for t in self.demo_tiers if t not in ("portable", "debian")]
+        require(not bad, f"sampler.demo_tiers: unknown tier(s) {bad}; use portable and/or debian")
+
+    @property
+    def unit(self) -> str:
+        return "docs" if self.target_docs is not None else "tokens"
+
+    @property
+    def target(self) -> int:
+        return int(self.target_docs if self.target_docs is not None else self.target_tokens)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class MixSamplerConfig:
+    """Everything stage 1 reads; its hash decides whether ``mixed_raw`` is up to date."""
+
+    sources: tuple[SourceConfig, ...]
+    sampler: SamplerConfig
+    run: RunConfig = field(default_factory=RunConfig)
+    extract: ExtractConfig = field(default_factory=ExtractConfig)
+
+    def __post_init__(self) -> None:
+        check_recipe(self.sources)

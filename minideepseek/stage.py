@@ -1,0 +1,244 @@
+"""The stage contract (DESIGN.md): tmp dir + atomic rename, ``manifest.json`` last, skip when up to
+date, refuse stale inputs.
+
+A stage's artifact is ``data/<run>/<artifact>/``. While it runs it writes into
+``<artifact>.tmp-<pid>``; when everything is written it writes ``manifest.json`` there and renames the
+directory into place. So a killed stage leaves either the previous complete artifact or nothing
+that has a manifest; a stray ``.tmp-*`` directory is removed by the next run.
+
+The ``fingerprint`` of an artifact hashes its config hash, its inputs' fingerprints and its data
+files' checksums. It is byte-stable across reruns (no timestamps), so a downstream stage that
+recorded it can tell whether its upstream really changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .config import ConfigError, config_hash, to_plain
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+_PACKAGES = ("datasets", "datasketch", "tokenizers", "pyarrow", "numpy", "torch", "trafilatura", "resiliparse")
+
+
+class StaleInputError(ConfigError):
+    """An upstream artifact is missing, incomplete or was built from a different config."""
+
+
+@dataclass(frozen=True)
+class InputRef:
+    """One input of a stage: a path and a fingerprint that changes when its content does."""
+
+    name: str
+    path: str
+    fingerprint: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON via a temp file + os.replace, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_manifest(artifact_dir: Path) -> dict[str, Any] | None:
+    p = artifact_dir / MANIFEST
+    if not p.is_file():
+        return None
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_commit() -> str | None:
+    try:
+        res = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() or None if res.returncode == 0 else None
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process (and waited-for children), in MiB."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round(max(own, kids) / 1024, 1)  # ru_maxrss is KiB on Linux
+
+
+def require_upstream(run_dir: Path, artifact: str, producer: str, expected_config_hash: str | None = None,
+                     config_path: str = "CONFIG") -> dict[str, Any]:
+    """Return an upstream artifact's manifest, or raise StaleInputError naming the command to run."""
+    adir = run_dir / artifact
+    man = read_manifest(adir)
+    if man is None:
+        raise StaleInputError(
+            f"upstream artifact {adir} is missing or incomplete (no {MANIFEST}); "
+            f"run `python {producer} --config {config_path}` first")
+    if expected_config_hash is not None and man.get("config_hash") != expected_config_hash:
+        raise StaleInputError(
+            f"upstream artifact {adir} was built from a different config than {config_path} now gives; "
+            f"rerun `python {producer} --config {config_path}` (or `bash run_pipeline.sh --from {producer}`)")
+    return man
+
+
+class StageRun:
+    """Drives one stage run under the contract.
+
+    >>> run = StageRun("mix_sampler", "mixed_raw", run_dir, cfg, inputs, schema_version=1)
+    >>> if run.up_to_date() and not force: return run.existing
+    >>> tmp = run.begin(); ...write files into tmp...; run.commit(counters={...})
+    """
+
+    def __init__(self, stage: str, artifact: str, run_dir: Path, cfg: Any, inputs: list[InputRef],
+                 schema_version: int, seed: int) -> None:
+        self.stage = stage
+        self.artifact = artifact
+        self.run_dir = Path(run_dir)
+        self.final_dir = self.run_dir / artifact
+        self.cfg = cfg
+        self.config_hash = config_hash(cfg)
+        self.inputs = inputs
+        self.schema_version = schema_version
+        self.seed = seed
+        self.tmp_dir: Path | None = None
+        self._t0 = 0.0
+        self._started = ""
+
+    @property
+    def existing(self) -> dict[str, Any] | None:
+        return read_manifest(self.final_dir)
+
+    def up_to_date(self) -> bool:
+        """True when the artifact is complete and was built from this config and these inputs."""
+        man = self.existing
+        if man is None:
+            return False
+        reasons = []
+        if man.get("schema_version") != self.schema_version:
+            reasons.append("schema version changed")
+        if man.get("config_hash") != self.config_hash:
+            reasons.append("config changed")
+        old_inputs = {i["name"]: i["fingerprint"] for i in man.get("inputs", [])}
+        new_inputs = {i.name: i.fingerprint for i in self.inputs}
+        if old_inputs != new_inputs:
+            reasons.append("inputs changed")
+        for f in man.get("outputs", {}).get("files", []):
+            p = self.final_dir / f["path"]
+            if not p.is_file() or p.stat().st_size != f["bytes"]:
+                reasons.append(f"output {f['path']} missing or resized")
+                break
+        if reasons:
+            log.info("%s: %s exists but is out of date (%s); rebuilding", self.stage, self.final_dir, ", ".join(reasons))
+            return False
+        return True
+
+    def begin(self) -> Path:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for stray in self.run_dir.glob(f"{self.artifact}.tmp-*"):
+            log.warning("removing leftover %s from an interrupted run", stray)
+            shutil.rmtree(stray, ignore_errors=True)
+        for stray in self.run_dir.glob(f"{self.artifact}.old-*"):
+            shutil.rmtree(stray, ignore_errors=True)
+        self.tmp_dir = self.run_dir / f"{self.artifact}.tmp-{os.getpid()}"
+        self.tmp_dir.mkdir()
+        self._t0 = time.time()
+        self._started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._t0))
+        return self.tmp_dir
+
+    def commit(self, counters: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Checksum outputs, write the manifest last, rename the tmp dir into place."""
+        assert self.tmp_dir is not None, "begin() first"
+        files = []
+        for p in sorted(self.tmp_dir.rglob("*")):
+            if p.is_file():
+                files.append({"path": p.relative_to(self.tmp_dir).as_posix(), "bytes": p.stat().st_size,
+                              "sha256": sha256_file(p)})
+        fp = hashlib.sha256(json.dumps(
+            {"config": self.config_hash, "inputs": [i.fingerprint for i in self.inputs],
+             "files": [(f["path"], f["sha256"]) for f in files]}, sort_keys=True).encode()).hexdigest()
+        wall = time.time() - self._t0
+        manifest = {
+            "stage": self.stage,
+            "artifact": self.artifact,
+            "schema_version": self.schema_version,
+            "fingerprint": fp,
+            "config_hash": self.config_hash,
+            "config": to_plain(self.cfg),
+            "seed": self.seed,
+            "inputs": [to_plain(i) for i in self.inputs],
+            "outputs": {"files": files, "total_bytes": sum(f["bytes"] for f in files)},
+            "counters": counters,
+            **(extra or {}),
+            "versions": package_versions(),
+            "git_commit": git_commit(),
+            "command": " ".join(sys.argv),
+            "started_at": self._started,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "wall_s": round(wall, 2),
+            "peak_rss_mb": peak_rss_mb(),
+            "cpu_count": psutil.cpu_count(),
+        }
+        write_json_atomic(self.tmp_dir / MANIFEST, manifest)
+        old = None
+        if self.final_dir.exists():
+            old = self.run_dir / f"{self.artifact}.old-{os.getpid()}"
+            os.rename(self.final_dir, old)
+        os.rename(self.tmp_dir, self.final_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        self.tmp_dir = None
+        log.info("%s: wrote %s (%s files, %.1f MB) in %.1f s", self.stage, self.final_dir, len(files),
+                 manifest["outputs"]["total_bytes"] / 1e6, wall)
+        return manifest
+
+    def abort(self) -> None:
+        if self.tmp_dir is not None:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+            self.tmp_dir = None

@@ -1,0 +1,37 @@
+"""Stage 1: sample documents from several sources by recipe weights.
+
+    python mix_sampler.py --config configs/demo.yaml
+    python mix_sampler.py --config configs/demo.yaml --set sampler.target_docs=2000 --set sampler.target_tokens=null
+    python mix_sampler.py --config configs/deepseek_v3_1b.yaml      # Hugging Face hub recipe
+
+Writes data/<run>/mixed_raw (a `datasets` directory + manifest.json + rejects.jsonl) and
+reports/<run>/source_mix.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from minideepseek.cli import run_cli, setup_logging, stage_parser
+from minideepseek.runconfig import load_stage_config
+from minideepseek.sampling.config import MixSamplerConfig
+from minideepseek.sampling.stage import run_mix_sampler
+
+
+def _run(args: argparse.Namespace) -> None:
+    cfg = load_stage_config(MixSamplerConfig, args.config, args.overrides)
+    man = run_mix_sampler(cfg, force=args.force)
+    c = man["counters"]
+    print(f"mixed_raw: {c['docs']:,} docs in {cfg.run.run_dir / 'mixed_raw'}; "
+          f"report: {cfg.run.report_dir / 'source_mix.md'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = stage_parser("mix_sampler.py", __doc__ or "")
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    return run_cli(_run, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
