@@ -176,9 +176,20 @@ def to_plain(obj: Any) -> Any:
     return obj
 
 
+def _identity(obj: Any) -> Any:
+    """Like to_plain, minus fields a dataclass lists in ``EXEC_ONLY`` (worker counts, batch sizes):
+    they change how a stage runs, not what it produces, so they must not make it stale."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        skip = set(getattr(obj, "EXEC_ONLY", ()))
+        return {f.name: _identity(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name not in skip}
+    if isinstance(obj, (list, tuple)):
+        return [_identity(v) for v in obj]
+    return to_plain(obj)
+
+
 def config_hash(obj: Any) -> str:
-    """Stable hash of a resolved config (sorted-key JSON)."""
-    blob = json.dumps(to_plain(obj), sort_keys=True, ensure_ascii=False).encode()
+    """Stable hash of what a config determines about the output (sorted-key JSON)."""
+    blob = json.dumps(_identity(obj), sort_keys=True, ensure_ascii=False).encode()
     return hashlib.sha256(blob).hexdigest()
 
 

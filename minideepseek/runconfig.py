@@ -79,3 +79,21 @@ def load_stage_config(cls: type[T], path: str | Path, overrides: list[str] | Non
     cfg = build(cls, subset, where=Path(path).stem)
     log.info("resolved config: %s", to_plain(cfg))
     return cfg
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m minideepseek.runconfig CONFIG [--set k=v ...]``: print where a run's outputs go."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=_main.__doc__)
+    p.add_argument("config")
+    p.add_argument("--set", dest="overrides", action="append", default=[])
+    args = p.parse_args(argv)
+    data = apply_overrides(load_yaml(args.config), args.overrides)
+    run = build(RunConfig, data.get("run") or {}, "run")
+    print(f"artifacts: {run.run_dir}/   reports: {run.report_dir}/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -110,7 +110,7 @@ def _dir_members(root: Path, want: Callable[[str], bool]) -> Iterator[tuple[str,
         for fname in sorted(filenames):
             full = Path(dirpath, fname)
             rel = full.relative_to(root).as_posix()
-            if not full.is_symlink() and full.is_file() and want(rel):
+            if want(rel) and not full.is_symlink() and full.is_file():  # want() first: no stat
                 yield rel, full.read_bytes()
 
 

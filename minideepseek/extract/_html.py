@@ -27,6 +27,15 @@ _RENDERED_MATH = ".MathJax_Preview, .MathJax, .MathJax_Display, .MathJax_SVG, .M
 _CHROME = "a.headerlink"
 
 
+def _all(node: DOMNode, selector: str) -> list[DOMNode]:
+    """Matches as a plain list, a snapshot safe to mutate the tree under.
+
+    ``.values()`` matters: iterating or indexing resiliparse 2.0's node list costs O(n)
+    per item (measured: 0.5 s for 440 matches on sympy's 1.2 MB core.html, 3 ms here).
+    """
+    return node.query_selector_all(selector).values()
+
+
 def _wrap(tex: str, display: bool) -> str:
     """Put LaTeX between MathJax delimiters unless it already carries some."""
     tex = tex.strip()
@@ -67,20 +76,20 @@ def preprocess_math(tree: HTMLTree, keep_math: bool = True) -> int:
     """
     doc = tree.document
     n = 0
-    for node in list(doc.query_selector_all(_RENDERED_MATH + ", " + _CHROME)):
+    for node in _all(doc, _RENDERED_MATH + ", " + _CHROME):
         node.decompose()
-    for node in list(doc.query_selector_all('script[type^="math/tex"]')):
+    for node in _all(doc, 'script[type^="math/tex"]'):
         display = "mode=display" in (node.getattr("type") or "")
         _replace(tree, node, _wrap(node.text, display) if keep_math else None, display)
         n += 1
-    for node in list(doc.query_selector_all(".katex")):
+    for node in _all(doc, ".katex"):
         ann = node.query_selector('annotation[encoding="application/x-tex"]')
         if ann is None:
             continue
         display = node.closest(".katex-display") is not None
         _replace(tree, node, _wrap(ann.text, display) if keep_math else None, display)
         n += 1
-    for node in list(doc.query_selector_all("math")):
+    for node in _all(doc, "math"):
         ann = node.query_selector('annotation[encoding="application/x-tex"]')
         tex = ann.text if ann is not None else node.getattr("alttext")
         if not tex:
@@ -88,12 +97,12 @@ def preprocess_math(tree: HTMLTree, keep_math: bool = True) -> int:
         display = node.getattr("display") == "block"
         _replace(tree, node, _wrap(tex, display) if keep_math else None, display)
         n += 1
-    for node in list(doc.query_selector_all("img.math, img.latex, .math img")):
+    for node in _all(doc, "img.math, img.latex, .math img"):
         alt = node.getattr("alt") or ""
         text = _wrap(alt, _is_display(node)) if (keep_math and alt.strip()) else None
         _replace(tree, node, text, False)
         n += 1
-    for node in list(doc.query_selector_all(".math, .arithmatex")):
+    for node in _all(doc, ".math, .arithmatex"):
         if node.parent is None or node.parent.closest(".math, .arithmatex") is not None:
             continue  # nested inside another math container: handled with the outer one
         display = node.tag == "div" or "display" in node.class_list

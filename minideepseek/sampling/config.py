@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from ..config import require
 from ..extract import ExtractConfig
@@ -13,6 +13,8 @@ from ..sources.config import SourceConfig, check_recipe
 
 @dataclass(frozen=True)
 class SamplerConfig:
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("num_proc", "batch_size")
+
     target_docs: int | None = None  # the seed's unit
     target_tokens: int | None = None  # the field's unit (sources weighed by tokens)
     shortfall: Literal["renormalize", "shrink", "error"] = "renormalize"

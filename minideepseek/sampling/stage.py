@@ -90,8 +90,19 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
     reject_counts: dict[str, Counter] = {name: Counter() for name in sources}
     bar = tqdm(total=sc.target, unit=sc.unit, desc="sampling", dynamic_ncols=True, mininterval=2)
 
+    seen_ids: set[str] = set()
+    dup_ids: Counter = Counter()
+
     def emitter(name: str) -> Callable[[dict], None]:
         def emit(row: dict) -> None:
+            if row["id"] in seen_ids:  # the source reused an id: keep the doc, make its id unique
+                k = 2
+                while f"{row['id']}~{k}" in seen_ids:
+                    k += 1
+                row["id"] = f"{row['id']}~{k}"
+                row["audit_trace"] = [*row["audit_trace"], "sampler:duplicate_source_id"]
+                dup_ids[name] += 1
+            seen_ids.add(row["id"])
             buffers[name].append(row)
             bar.update(1 if sc.unit == "docs" else row["n_tokens"])
             if len(buffers[name]) >= 512:
@@ -156,6 +167,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
         "shards": len(shards),
         "rejects": {n: dict(sorted(c.items())) for n, c in reject_counts.items()},
         "per_source": {n: dict(sorted(c.items())) for n, c in realized.items()},
+        "duplicate_source_ids": dict(sorted(dup_ids.items())),
     }
     return stage.commit(counters, extra={"token_counter": {"name": counter.name, "path": str(counter.path)}})
 

@@ -1,0 +1,319 @@
+"""Build the demo corpus into the cache: raw records per domain, gzipped JSONL, plus a manifest.
+
+Layout of a build (``<cache>/demo_corpus/v{BUILDER_VERSION}-{tiers}/``)::
+
+    web_en.jsonl.gz code.jsonl.gz math.jsonl.gz academic.jsonl.gz zh.jsonl.gz
+    manifest.json        # written last: its presence means the build is complete
+
+The build is written into a sibling temp dir and renamed into place, so a killed build leaves
+nothing that looks complete. Output is byte-identical across runs with the same packages:
+records are sorted by ``doc_key`` within a component, components keep the table order, and
+gzip headers carry no name or mtime.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from .components import DOMAINS, FORMATS, Component, Doc, Notes, default_components
+from .fetch import Fetcher, Shortfall
+
+log = logging.getLogger("minideepseek.demo_corpus")
+
+# Bump when the selection or record layout changes: old builds stay valid under their own name.
+BUILDER_VERSION = 1
+TIERS: tuple[str, ...] = ("portable", "debian")
+MANIFEST = "manifest.json"
+
+
+def default_cache_dir() -> Path:
+    """``$MINIDEEPSEEK_CACHE`` or ``~/.cache/minideepseek``."""
+    env = os.environ.get("MINIDEEPSEEK_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "minideepseek"
+
+
+def normalize_tiers(tiers: Iterable[str]) -> tuple[str, ...]:
+    """Validate tiers and put them in canonical order, so ``debian,portable`` shares a build."""
+    wanted = {t.strip() for t in tiers if t.strip()}
+    unknown = wanted - set(TIERS)
+    if unknown or not wanted:
+        raise ValueError(f"tiers must be a non-empty subset of {TIERS}, got {sorted(wanted)}")
+    return tuple(t for t in TIERS if t in wanted)
+
+
+def corpus_root(cache_dir: Path, tiers: tuple[str, ...]) -> Path:
+    return cache_dir / "demo_corpus" / f"v{BUILDER_VERSION}-{'+'.join(tiers)}"
+
+
+@dataclass(frozen=True)
+class DemoCorpus:
+    """A complete build: its directory and manifest, and readers for its domain files."""
+
+    root: Path
+    manifest: dict[str, Any]
+
+    @classmethod
+    def load(cls, root: Path) -> DemoCorpus:
+        return cls(root, json.loads((root / MANIFEST).read_text(encoding="utf-8")))
+
+    def domain_path(self, domain: str) -> Path | None:
+        """``root/f"{domain}.jsonl.gz"``, or None when the domain got no documents."""
+        if domain not in DOMAINS:
+            raise KeyError(f"unknown domain {domain!r}; expected one of {DOMAINS}")
+        name = self.manifest["domains"][domain]["file"]
+        return self.root / name if name else None
+
+    def iter_domain(self, domain: str) -> Iterator[dict[str, Any]]:
+        """Raw records of one domain in their stable on-disk order."""
+        path = self.domain_path(domain)
+        if path is None:
+            return
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                yield json.loads(line)
+
+    @property
+    def shortfalls(self) -> list[dict[str, Any]]:
+        return self.manifest["shortfalls"]
+
+
+def to_record(doc: Doc, comp: Component, license: str) -> tuple[dict[str, Any], int]:
+    """The JSON record of a doc, and its raw UTF-8 byte count (-1 if not valid UTF-8).
+
+    Invalid UTF-8 is never repaired here: ``raw`` is None and the bytes travel as ``raw_b64``,
+    so the downstream stage can count and reject it (reason ``invalid_utf8``).
+    """
+    if doc.fmt not in FORMATS:
+        raise ValueError(f"{doc.doc_key}: unknown format {doc.fmt!r}")
+    data = doc.data
+    raw: str | None
+    if isinstance(data, str):
+        try:
+            n_bytes = len(data.encode("utf-8"))
+            raw = data
+        except UnicodeEncodeError:  # lone surrogates, e.g. from a JSON "\ud800" escape
+            data, raw = data.encode("utf-8", "surrogatepass"), None
+    else:
+        try:
+            raw, n_bytes = data.decode("utf-8"), len(data)
+        except UnicodeDecodeError:
+            raw = None
+    rec: dict[str, Any] = {
+        "doc_key": doc.doc_key, "domain": comp.domain, "component": comp.name, "format": doc.fmt,
+        "url": doc.url, "license": license, "title": doc.title, "raw": raw,
+    }
+    if raw is None:
+        assert isinstance(data, bytes)
+        rec["raw_b64"] = base64.b64encode(data).decode("ascii")
+        return rec, -1
+    return rec, n_bytes
+
+
+def _component_info(comp: Component) -> dict[str, Any]:
+    src = comp.source
+    return {
+        "component": comp.name, "domain": comp.domain, "tier": comp.tier, "status": "ok",
+        "reason": None, "source": src.kind, "package": src.name, "version": src.version,
+        "file": None, "path": None, "sha256": None, "license": comp.license, "n_docs": 0,
+        "n_bytes": 0, "n_invalid_utf8": 0, "skipped": {}, "content_sha256": None, "seconds": 0.0,
+    }
+
+
+def build_component(comp: Component, fetcher: Fetcher) -> tuple[list[bytes], dict[str, Any]]:
+    """Fetch, collect and serialize one component; any failure becomes a shortfall entry."""
+    t0 = time.perf_counter()
+    info = _component_info(comp)
+    lines: list[bytes] = []
+    try:
+        pkg = fetcher.open(comp.source)
+        info.update(version=pkg.version, path=str(pkg.file), sha256=pkg.sha256,
+                    file=None if pkg.file.is_dir() else pkg.file.name)
+        notes = Notes()
+        docs = sorted(comp.collect(pkg, notes), key=lambda d: d.doc_key)
+        info["skipped"] = dict(sorted(notes.skipped.items()))
+        if not docs:
+            raise Shortfall(f"nothing matched in {pkg.file.name} (skipped: {info['skipped']})")
+        license = notes.license or comp.license
+        info["license"] = license
+        digest = hashlib.sha256()
+        for prev, doc in zip([None, *docs], docs):
+            if prev is not None and prev.doc_key == doc.doc_key:
+                raise ValueError(f"duplicate doc_key {doc.doc_key}")
+            rec, n_bytes = to_record(doc, comp, license)
+            line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+            digest.update(line)
+            lines.append(line)
+            if n_bytes < 0:
+                info["n_invalid_utf8"] += 1
+            else:
+                info["n_bytes"] += n_bytes
+        info.update(n_docs=len(lines), content_sha256=digest.hexdigest())
+    except Shortfall as exc:
+        lines = []
+        info.update(status="shortfall", reason=str(exc), n_bytes=0, n_invalid_utf8=0)
+    except Exception as exc:  # a broken source must not take the other 30 down with it
+        log.debug("component %s failed", comp.name, exc_info=True)
+        lines = []
+        info.update(status="shortfall", reason=f"{type(exc).__name__}: {exc}", n_bytes=0,
+                    n_invalid_utf8=0)
+    info["seconds"] = round(time.perf_counter() - t0, 2)
+    if info["status"] == "ok":
+        log.info("%-22s %7s docs %7.2f MB  %.1fs", comp.name, f"{info['n_docs']:,}",
+                 info["n_bytes"] / 1e6, info["seconds"])
+    else:
+        log.warning("%-22s shortfall: %s", comp.name, info["reason"])
+    return lines, info
+
+
+class _GzipJsonl:
+    """Deterministic gzip writer: no file name and mtime 0 in the header."""
+
+    def __init__(self, path: Path) -> None:
+        self._fh = path.open("wb")
+        self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._fh, mtime=0, compresslevel=6)
+
+    def write_lines(self, lines: list[bytes]) -> None:
+        for line in lines:
+            self._gz.write(line)
+
+    def close(self) -> None:
+        self._gz.close()
+        self._fh.close()
+
+
+def _write_manifest(path: Path, manifest: dict[str, Any]) -> None:
+    path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _domain_summary(out: Path, infos: list[dict[str, Any]], tiers: tuple[str, ...]) -> tuple[dict, list]:
+    domains: dict[str, Any] = {}
+    shortfalls = [{"domain": i["domain"], "component": i["component"], "tier": i["tier"],
+                   "reason": i["reason"]} for i in infos if i["status"] != "ok"]
+    for domain in DOMAINS:
+        mine = [i for i in infos if i["domain"] == domain]
+        ok = [i for i in mine if i["status"] == "ok"]
+        file = out / f"{domain}.jsonl.gz"
+        domains[domain] = {
+            "file": file.name if ok else None,
+            "n_docs": sum(i["n_docs"] for i in ok), "n_bytes": sum(i["n_bytes"] for i in ok),
+            "n_invalid_utf8": sum(i["n_invalid_utf8"] for i in ok),
+            "components": [i["component"] for i in ok],
+            "file_bytes": file.stat().st_size if ok else 0,
+            "file_sha256": hashlib.sha256(file.read_bytes()).hexdigest() if ok else None,
+        }
+        if not ok:
+            why = "all its components fell short" if mine else f"no component in tiers {'+'.join(tiers)}"
+            shortfalls.append({"domain": domain, "component": None, "tier": None,
+                               "reason": f"domain has no documents: {why}"})
+    return domains, shortfalls
+
+
+def _write_components(out: Path, comps: list[Component], fetcher: Fetcher) -> list[dict[str, Any]]:
+    writers: dict[str, _GzipJsonl] = {}
+    infos = []
+    try:
+        for comp in tqdm(comps, desc="demo corpus", unit="component", disable=None):
+            lines, info = build_component(comp, fetcher)
+            infos.append(info)
+            if lines:
+                if comp.domain not in writers:
+                    writers[comp.domain] = _GzipJsonl(out / f"{comp.domain}.jsonl.gz")
+                writers[comp.domain].write_lines(lines)
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return infos
+
+
+def _swap_into_place(tmp: Path, root: Path) -> None:
+    """Rename the finished temp dir to ``root``; an old build is moved aside first."""
+    if root.exists():
+        old = root.with_name(f".{root.name}.old-{os.getpid()}")
+        os.replace(root, old)
+        os.replace(tmp, root)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, root)
+
+
+def build_demo_corpus(
+    cache_dir: Path | None = None,
+    tiers: tuple[str, ...] = TIERS,
+    force: bool = False,
+) -> DemoCorpus:
+    """Build (or return the cached) demo corpus for ``tiers``.
+
+    ``force`` rebuilds the corpus but still reuses cached downloads. Components that cannot be
+    built are listed in ``manifest["shortfalls"]`` with the reason; the build itself only fails
+    on errors of the cache directory (disk full, permissions).
+    """
+    cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    tiers = normalize_tiers(tiers)
+    root = corpus_root(cache_dir, tiers)
+    if not force and (root / MANIFEST).is_file():
+        log.info("demo corpus cached at %s", root)
+        return DemoCorpus.load(root)
+
+    t0 = time.perf_counter()
+    comps = [c for c in default_components() if c.tier in tiers]
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        fetcher = Fetcher(cache_dir / "downloads")
+        fetcher.prefetch([c.source for c in comps])
+        infos = _write_components(tmp, comps, fetcher)
+        domains, shortfalls = _domain_summary(tmp, infos, tiers)
+        manifest = {
+            "builder_version": BUILDER_VERSION,
+            "tiers": list(tiers),
+            "python": {"version": platform.python_version(),
+                       "implementation": sys.implementation.name, "executable": sys.executable},
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "build_seconds": round(time.perf_counter() - t0, 2),
+            "domains": domains,
+            "components": infos,
+            "shortfalls": shortfalls,
+        }
+        _write_manifest(tmp / MANIFEST, manifest)
+        _swap_into_place(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("demo corpus built at %s in %.1fs", root, manifest["build_seconds"])
+    return DemoCorpus(root, manifest)
+
+
+def format_summary(corpus: DemoCorpus) -> str:
+    """Per-domain table (docs, MB, shortfalls) and the list of shortfalls with reasons."""
+    man = corpus.manifest
+    rows = [f"{'domain':<10} {'docs':>9} {'MB':>8} {'components':>10} {'shortfalls':>10}"]
+    for domain, d in man["domains"].items():
+        short = sum(1 for s in man["shortfalls"] if s["domain"] == domain and s["component"])
+        rows.append(f"{domain:<10} {d['n_docs']:>9,} {d['n_bytes'] / 1e6:>8.2f} "
+                    f"{len(d['components']):>10} {short:>10}")
+    tot_docs = sum(d["n_docs"] for d in man["domains"].values())
+    tot_mb = sum(d["n_bytes"] for d in man["domains"].values()) / 1e6
+    rows.append(f"{'total':<10} {tot_docs:>9,} {tot_mb:>8.2f}")
+    for s in man["shortfalls"]:
+        rows.append(f"shortfall {s['domain']}/{s['component'] or '*'}: {s['reason']}")
+    rows.append(f"corpus: {corpus.root} (tiers {'+'.join(man['tiers'])}, "
+                f"built in {man['build_seconds']:.1f}s at {man['built_at']})")
+    return "\n".join(rows)

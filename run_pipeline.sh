@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Run the pipeline end to end on a config (default: the offline demo corpus).
+#
+#   bash run_pipeline.sh                              # configs/demo.yaml, every stage
+#   bash run_pipeline.sh --config configs/classroom.yaml
+#   bash run_pipeline.sh --from mix_sampler --force   # rerun from one stage on
+#   bash run_pipeline.sh --only mix_sampler --set sampler.target_docs=2000
+#
+# First run: creates .venv and installs the pinned dependencies, builds the demo corpus into the
+# cache (~/.cache/minideepseek, or $MINIDEEPSEEK_CACHE). Later runs skip up-to-date stages.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+STAGES=(mix_sampler)   # stages land one by one: cross_source_dedup train_tokenizer pack_shuffle smoke_train
+
+usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
+CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --config) CONFIG=$2; shift 2 ;;
+    --from) FROM=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
+    --force) FORCE=(--force); shift ;;
+    --set) SETS+=(--set "$2"); shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run_pipeline.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+for s in "$FROM" "$ONLY"; do
+  if [ -n "$s" ] && [[ ! " ${STAGES[*]} " =~ " $s " ]]; then
+    echo "run_pipeline.sh: unknown stage '$s'; stages: ${STAGES[*]}" >&2; exit 2
+  fi
+done
+
+bash scripts/ensure_venv.sh
+PY=.venv/bin/python
+started=0
+[ -z "$FROM" ] && started=1
+t0=$(date +%s)
+for stage in "${STAGES[@]}"; do
+  [ "$stage" = "$FROM" ] && started=1
+  if [ -n "$ONLY" ]; then [ "$stage" = "$ONLY" ] || continue
+  elif [ $started -eq 0 ]; then continue; fi
+  echo "== $stage =="
+  ts=$(date +%s)
+  if ! "$PY" "$stage.py" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"}; then
+    echo "run_pipeline.sh: stage $stage failed; fix the error above, then rerun from it:" >&2
+    echo "  bash run_pipeline.sh --config $CONFIG --from $stage" >&2
+    exit 1
+  fi
+  echo "== $stage done in $(( $(date +%s) - ts )) s =="
+done
+echo
+echo "pipeline finished in $(( $(date +%s) - t0 )) s"
+"$PY" -m minideepseek.runconfig "$CONFIG" ${SETS[@]+"${SETS[@]}"}
