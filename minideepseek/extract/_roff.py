@@ -71,7 +71,13 @@ _ONE_FONT = {"Em", "Sy", "Ar", "Pa", "Cm", "Ic", "Li", "Va", "Dv", "Ev",
 _ALT_FONT = {"BR", "RB", "BI", "IB", "IR", "RI"}
 _NOFILL = {"nf", "EX", "Vb", "CS", "Bd", "Dl"}
 _FILL = {"fi", "EE", "Ve", "CE", "Ed"}
-_MDOC_CALLABLE = _ONE_FONT | {"Fl", "Xr", "Ns", "Op", "Oo", "Oc", "Dq", "Qq", "Sq", "Pq", "Nm"}
+_MDOC_CALLABLE = _ONE_FONT | {"Fl", "Xr", "Ns", "Op", "Oo", "Oc", "Dq", "Qq", "Sq", "Pq", "Nm", "Aq",
+                              "Ao", "Ac", "Bq", "Bo", "Bc", "Xo", "Xc", "Eo", "Ec", "Pf", "Po", "Pc"}
+_KNOWN = (_SILENT | _PARA | _HEAD | _ONE_FONT | _ALT_FONT | _NOFILL | _FILL | _MAN_TEXT
+          | {"TH", "TP", "IP", "br", "ds", "de", "ig", "if", "ie", "el", "TS", "Nm", "Xr", "Op"})
+# A request name stops at a backslash: `.el\{\` is `el` followed by a block opener.
+_REQUEST_RE = re.compile(r"[.']\s*([^\s\\]*)\s?(.*)")
+_INDENTED_MACRO_RE = re.compile(r"[ \t]+[.']([A-Za-z]{1,3})(?:\s|$)")
 
 
 def _join(a: str, b: str) -> str:
@@ -234,8 +240,10 @@ class _Roff:
         while i < len(lines):
             line = lines[i]
             i += 1
+            if line[:1] in (" ", "\t") and (m := _INDENTED_MACRO_RE.match(line)) and m.group(1) in _KNOWN:
+                line = line.lstrip()  # sloppy translations indent requests: groff would print them
             if line[:1] in (".", "'"):
-                m = re.match(r"[.']\s*(\S*)\s?(.*)", line)
+                m = _REQUEST_RE.match(line)
                 name, rest = (m.group(1), m.group(2)) if m else ("", "")
                 if name in ("de", "de1", "am", "ig"):
                     end = ".." if name != "ig" or not rest.strip() else "." + rest.split()[0]
@@ -259,7 +267,9 @@ class _Roff:
             else:
                 glue_next = line.rstrip().endswith("\\c")
                 text = self.unescape(line.rstrip()[:-2] if glue_next else line)
-                self.text(text, raw_leading_space=line[:1] in (" ", "\t"))
+                # roff breaks before an indented line; one stray space (common in zh_CN
+                # translations, e.g. " 。") is not meant as a break.
+                self.text(text, raw_leading_space=line.startswith(("  ", "\t")))
                 self.glue = glue_next
         self.flush()
         return "\n".join(self.out)

@@ -34,14 +34,22 @@ _DROP_ELEM_RE = re.compile(
 _TEMPLATE_RE = re.compile(r"\{\{((?:[^{}]|\{[^{}]*\})*)\}\}")
 # Inline templates whose argument is sentence text; dropping them would leave holes
 # like "the function  is". Value: index of the positional argument to keep.
-_INLINE_TEMPLATES = {"math": 1, "mvar": 1, "nowrap": 1, "nobr": 1, "lang": 2, "transl": 2}
+_INLINE_TEMPLATES = {"math": 1, "mvar": 1, "nowrap": 1, "nobr": 1, "lang": 2, "transl": 2,
+                     "nihongo": 1}
 _EXT_LINK_RE = re.compile(r"\[(?:https?:|ftp:|mailto:|//)[^\s\]]*(?:[ \t]+([^\]\n]*))?\]", re.I)
-_LINK_RE = re.compile(r"\[\[([^\[\]]*)\]\]")
+# Innermost link; single-bracket groups may sit inside (captions quoting "come[s]").
+_LINK_RE = re.compile(r"\[\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\]")
 _DROP_NS = {"file", "image", "media", "category", "datei", "bild", "fichier", "archivo",
             "kategorie", "catégorie", "categoría", "文件", "图像", "分类", "ファイル"}
 _INTERLANG_RE = re.compile(r"^[a-z]{2,3}(?:-[a-z0-9]{2,8})*$")
 _BOLD_ITALIC_RE = re.compile(r"'{5}|'{3}|'{2}")
 _HEADING_RE = re.compile(r"^(={1,6})[ \t]*(.+?)[ \t]*\1[ \t]*$", re.M)
+# Trailing apparatus: lists of titles and links, not prose. Dropped with their body.
+_DROP_SECTIONS = {"references", "external links", "further reading", "see also", "notes",
+                  "bibliography", "sources", "citations", "footnotes", "notes and references"}
+# "Albedo ({{IPA}}) or" leftovers; the space before keeps code like `main()`.
+_EMPTY_PARENS_RE = re.compile(r"[ \t]\((?:[\s,;:]|\xa0)*\)")
+_EMPTY_ITEM_RE = re.compile(r"^- *\n", re.M)
 _BR_RE = re.compile(r"<br\s*/?>", re.I)
 _TAG_RE = re.compile(
     r"</?(?:small|big|span|div|sup|sub|center|blockquote|u|s|del|ins|b|i|em|strong|tt|font"
@@ -59,7 +67,9 @@ def _strip_templates(text: str) -> str:
     """Remove ``{{...}}`` innermost-first, so nesting of any depth goes away."""
 
     def repl(m: re.Match[str]) -> str:
-        parts = m.group(1).split("|")
+        # A pipe inside a link argument (`{{lang|ja|[[wikt:気|気]]}}`) is not a separator.
+        inner = re.sub(r"\[\[[^\[\]]*\]\]", lambda x: x.group(0).replace("|", "\ue002"), m.group(1))
+        parts = [p.replace("\ue002", "|") for p in inner.split("|")]
         name = parts[0].strip().lower()
         idx = _INLINE_TEMPLATES.get(name)
         if idx is None or len(parts) <= idx:
@@ -90,6 +100,25 @@ def _strip_tables(text: str) -> str:
         elif not depth:
             out.append(line)
     return "\n".join(out)
+
+
+def _drop_sections(text: str) -> str:
+    """Remove "References", "External links", ... sections up to the next same-level heading."""
+    out: list[str] = []
+    drop_level = 0  # >0 while inside a dropped section of that level
+    pos = 0
+    for m in _HEADING_RE.finditer(text):
+        if not drop_level:
+            out.append(text[pos : m.start()])
+        level = len(m.group(1))
+        if drop_level and level > drop_level:
+            pos = m.end()
+            continue
+        drop_level = level if m.group(2).strip().lower() in _DROP_SECTIONS else 0
+        pos = m.start() if not drop_level else m.end()
+    if not drop_level:
+        out.append(text[pos:])
+    return "".join(out)
 
 
 def _link(m: re.Match[str]) -> str:
@@ -144,13 +173,20 @@ def extract_wikitext(raw: str, cfg: ExtractConfig) -> str:
     text = _EXT_LINK_RE.sub(lambda m: (m.group(1) or "").strip(), text)
     text = _strip_links(text)
     text = _BOLD_ITALIC_RE.sub("", text)
-    text = _HEADING_RE.sub(lambda m: "\n" + m.group(2).strip() + "\n", text)
+    text = _drop_sections(text)
+    text = _HEADING_RE.sub(lambda m: "\n\n" + m.group(2).strip() + "\n\n", text)
     text = _BR_RE.sub("\n", text)
     text = _TAG_RE.sub("", text)
     text = _MAGIC_RE.sub("", text)
     text = _HR_RE.sub("", text)
     text = _LIST_RE.sub(lambda m: "- " if m.group(1)[-1] in "*#" else "", text)
     text = html.unescape(text)
+    text = _EMPTY_PARENS_RE.sub("", text)
+    text = _EMPTY_ITEM_RE.sub("", text)
+    # Removed templates and refs leave holes: runs of spaces, indented or blank lines.
+    text = re.sub(r"(?<=\S)[ \t]{2,}", " ", text)
+    text = re.sub(r"^[ \t]+", "", text, flags=re.M)
+    text = re.sub(r"\n[ \t]*\n(?:[ \t]*\n)+", "\n\n", text)
     return _PLACEHOLDER_RE.sub(
         lambda m: saved[int(m.group(1))] if int(m.group(1)) < len(saved) else "", text
     )

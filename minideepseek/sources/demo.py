@@ -9,6 +9,7 @@ reported by the sampler, not a crash.
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,14 +22,20 @@ from .config import SourceConfig
 log = logging.getLogger(__name__)
 
 
+@functools.lru_cache(maxsize=4)
+def _corpus(cache_dir: Path, tiers: tuple[str, ...]):  # noqa: ANN202 - DemoCorpus, imported lazily
+    """One build/cache lookup per run, shared by the five demo sources."""
+    from ..demo_corpus import build_demo_corpus
+
+    return build_demo_corpus(cache_dir=cache_dir, tiers=tiers)
+
+
 class DemoSource:
     def __init__(self, cfg: SourceConfig, seed: int, cache_dir: Path, tiers: tuple[str, ...]) -> None:
-        from ..demo_corpus import build_demo_corpus
-
         self.cfg = cfg
         self.name = cfg.name
         self.seed = seed
-        self.corpus = build_demo_corpus(cache_dir=cache_dir, tiers=tiers)
+        self.corpus = _corpus(Path(cache_dir), tuple(tiers))
         self.path = self.corpus.domain_path(cfg.domain)
         self._records: list[RawDoc] | None = None
 
