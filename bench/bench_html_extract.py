@@ -37,11 +37,12 @@ from resiliparse.parse.html import HTMLTree  # noqa: E402
 from minideepseek.extract import HTML_EXTRACTORS, ExtractConfig, extract_text  # noqa: E402
 
 # A line equal to one of these is site chrome, not content (Sphinx themes, LibreOffice help).
+# Not "Contents": sympy has real sections of that name.
 BOILER_LINES = {
     "Navigation", "Previous topic", "Next topic", "This Page", "Show Source", "Quick search",
     "Table of Contents", "index", "modules", "next", "previous", "Report a Bug", "Theme",
     "Back to top", "On this page", "Edit this page", "Toggle navigation", "Hide Search Matches",
-    "Previous", "Next", "Contents", "目录", "索引", "模块", "Go", "Search",
+    "Previous", "Next", "目录", "索引", "模块", "Go", "Search",
 }
 # Substrings that only chrome contains.
 BOILER_SUBSTR = (
@@ -117,38 +118,44 @@ def boilerplate(text: str) -> list[str]:
     return hits
 
 
-def run(name: str, fn: Callable[[str], str], pages: list[Page]) -> dict[str, Stats]:
-    fn(pages[0].raw)  # warm-up: imports, lazy init
+def run(fns: dict[str, Callable[[str], str]], pages: list[Page]) -> dict[str, dict[str, Stats]]:
+    """Time every extractor on every page, interleaved per page (rotating the order), so
+    cache warmth and CPU frequency drift favour none of them."""
+    names = list(fns)
+    for fn in fns.values():
+        fn(pages[0].raw)  # warm-up: imports, lazy init
     gc.collect()
-    outs: list[str] = []
-    t0 = time.perf_counter()
-    per_page: list[float] = []
-    for p in pages:
-        t = time.perf_counter()
-        outs.append(fn(p.raw))
-        per_page.append(time.perf_counter() - t)
-    total = time.perf_counter() - t0
-    stats: dict[str, Stats] = {}
-    for p, out, sec in zip(pages, outs, per_page):
-        for key in (p.group, "ALL"):
-            s = stats.setdefault(key, Stats())
-            s.seconds += sec
-            s.pages += 1
-            s.bytes_in += len(p.raw.encode())
-            s.chars_out += len(out)
-            s.empty += not out.strip()
-            s.math_in += p.math_in
-            s.math_out += min(p.math_in, len(_DELIM_RE.findall(out)))
-            s.math_class += p.math_class
-            lines = {ln.strip() for ln in out.split("\n")}
-            s.pre_in += len(p.pre_lines)
-            s.pre_out += sum(ln in lines for ln in p.pre_lines)
-            hits = boilerplate(out)
-            s.boiler_pages += bool(hits)
-            s.boiler_hits.update(hits)
-    stats["ALL"].seconds = total
-    print(f"  {name}: {len(pages):,} pages in {total:.2f} s", file=sys.stderr)
-    return stats
+    runs: dict[str, dict[str, Stats]] = {n: {} for n in names}
+    for i, p in enumerate(pages):
+        for k in range(len(names)):
+            name = names[(i + k) % len(names)]
+            t = time.perf_counter()
+            out = fns[name](p.raw)
+            sec = time.perf_counter() - t
+            record(runs[name], p, out, sec)
+    for name in names:
+        s = runs[name]["ALL"]
+        print(f"  {name}: {s.pages:,} pages in {s.seconds:.2f} s", file=sys.stderr)
+    return runs
+
+
+def record(stats: dict[str, Stats], p: Page, out: str, sec: float) -> None:
+    for key in (p.group, "ALL"):
+        s = stats.setdefault(key, Stats())
+        s.seconds += sec
+        s.pages += 1
+        s.bytes_in += len(p.raw.encode())
+        s.chars_out += len(out)
+        s.empty += not out.strip()
+        s.math_in += p.math_in
+        s.math_out += min(p.math_in, len(_DELIM_RE.findall(out)))
+        s.math_class += p.math_class
+        lines = {ln.strip() for ln in out.split("\n")}
+        s.pre_in += len(p.pre_lines)
+        s.pre_out += sum(ln in lines for ln in p.pre_lines)
+        hits = boilerplate(out)
+        s.boiler_pages += bool(hits)
+        s.boiler_hits.update(hits)
 
 
 def bare(name: str) -> Callable[[str], str]:
@@ -189,12 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("no .html pages found")
     mb = sum(len(p.raw.encode()) for p in pages) / 1e6
     print(f"{len(pages):,} pages, {mb:.1f} MB of HTML", file=sys.stderr)
-    runs: dict[str, dict[str, Stats]] = {}
+    fns: dict[str, Callable[[str], str]] = {}
     for name in HTML_EXTRACTORS:
         cfg = ExtractConfig(html_extractor=name)
-        runs[name] = run(name, lambda raw, cfg=cfg: extract_text(raw, "html", cfg), pages)
+        fns[name] = lambda raw, cfg=cfg: extract_text(raw, "html", cfg)
         if args.raw:
-            runs[f"{name} (bare)"] = run(f"{name} (bare)", bare(name), pages)
+            fns[f"{name} (bare)"] = bare(name)
+    runs = run(fns, pages)
     groups = ["ALL"] + sorted({p.group for p in pages})
     print("| extractor | pages | pages/s | MB/s | res/tra speed | out chars | empty | class=math "
           "| math kept | pre lines kept | boilerplate pages | top boilerplate |")

@@ -94,6 +94,9 @@ def build(cls: type[T], data: Any, where: str) -> T:
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(f"unknown key(s) {unknown} in {where}; valid keys: {sorted(fields)}")
+    check = getattr(cls, "check_keys", None)
+    if check is not None:  # a dataclass may restrict which keys apply together (e.g. per source type)
+        check(data, where)
     kwargs = {}
     for name, value in data.items():
         kwargs[name] = _coerce(hints[name], value, f"{where}.{name}")

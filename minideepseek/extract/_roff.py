@@ -61,7 +61,7 @@ _CJK = re.compile(r"[\u2e80-\u303f\u3040-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-
 _SILENT = set(
     "ad na hy nh ne in ti ll ft ps vs ls ta tr mk rt ev bp PD RS RE UC IX Id cs ss lf pc "
     "fl hw nr rr rm rn ch wh it em cu ul cc c2 ec eo pl po lt pn DT AT Dd Os Bl El Sm so "
-    "BS BE VS VE Vs UR MT ft hc lg mso pso tm ab ex fc nm nn cp do Ek Ek Bf Ef Bk".split()
+    "BS BE VS VE Vs UR MT hc lg mso pso tm ab ex fc nm nn cp do Ek Bf Ef Bk".split()
 )
 _PARA = {"PP", "LP", "P", "sp", "Sp", "Pp", "Lp", "HP"}
 _HEAD = {"SH", "SS", "Sh", "Ss"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Literal
 
 from ..config import ConfigError, require
@@ -51,6 +51,18 @@ class SourceConfig:
     domain: str = ""
     components: tuple[str, ...] = ()
 
+    @classmethod
+    def check_keys(cls, data: dict, where: str) -> None:
+        """Keys of another source type are mistakes (``split:`` on a local source), even at defaults."""
+        kind = data.get("type")
+        if kind not in _TYPE_KEYS:
+            return  # __post_init__ reports the bad type
+        stray = sorted(k for k in data if k not in _COMMON | _TYPE_KEYS[kind])
+        if stray:
+            name = data.get("name", where)
+            raise ConfigError(f"sources.{name}: key(s) {stray} do not apply to type {kind!r}; "
+                              f"keys for {kind!r}: {sorted(_TYPE_KEYS[kind])}")
+
     def __post_init__(self) -> None:
         where = f"sources.{self.name}"
         require(bool(re.fullmatch(r"[A-Za-z0-9_.-]+", self.name)),
@@ -60,12 +72,6 @@ class SourceConfig:
         require(self.max_epochs >= 1.0, f"{where}.max_epochs={self.max_epochs} must be >= 1 (1 = no upsampling)")
         require(self.shuffle_buffer >= 1, f"{where}.shuffle_buffer must be >= 1")
         require(self.max_retries >= 0, f"{where}.max_retries must be >= 0")
-        defaults = {f.name: f.default for f in fields(self)}
-        allowed = _COMMON | _TYPE_KEYS[self.type]
-        stray = sorted(k for k, d in defaults.items() if k not in allowed and getattr(self, k) != d)
-        if stray:
-            raise ConfigError(f"{where}: key(s) {stray} do not apply to type {self.type!r}; "
-                              f"keys for {self.type!r}: {sorted(_TYPE_KEYS[self.type])}")
         if self.type in ("hf", "local"):
             require(bool(self.path), f"{where}.path is required for type {self.type!r}")
         if self.type == "local":
