@@ -135,8 +135,12 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where} must be a list, got {value!r}")
-        (item_tp, *_rest) = get_args(tp) or (Any,)
-        return tuple(_coerce(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value))
+        args = get_args(tp) or (Any,)
+        if origin is tuple and len(args) > 1 and args[-1] is not Ellipsis:  # fixed shape, e.g. (n, threshold)
+            if len(value) != len(args):
+                raise ConfigError(f"{where} must have {len(args)} items, got {value!r}")
+            return tuple(_coerce(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        return tuple(_coerce(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where} must be a mapping, got {value!r}")

@@ -57,12 +57,18 @@ class RawDoc:
 
 @dataclass(frozen=True)
 class Reject:
+    """A record that did not become a document. ``kind`` is "invalid" (bad input: counted against
+    the error budget) or "filtered" (a quality/safety filter dropped it: ``filter`` names it)."""
+
     source: str
     source_id: str
     url: str
     reason: str
     detail: str
     snippet: str
+    kind: str = "invalid"
+    filter: str = ""
+    id: str = ""
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, ensure_ascii=False)

@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 # Sections a config file may hold. Stages that do not exist yet are not listed: their keys are
 # errors until the stage lands, so a config never carries settings that nothing reads.
-KNOWN_SECTIONS = ("run", "sources", "extract", "sampler")
+KNOWN_SECTIONS = ("run", "sources", "extract", "sampler", "dedup", "decontam")
 
 # Pairs of keys of which a config sets exactly one. Setting one with --set drops the other from the
 # YAML, so `--set sampler.target_docs=2000` works on a config written with target_tokens.
@@ -60,7 +60,7 @@ class RunConfig:
         return Path(env).expanduser() if env else Path.home() / ".cache" / "minideepseek"
 
 
-def load_stage_config(cls: type[T], path: str | Path, overrides: list[str] | None = None) -> T:
+def load_stage_config(cls: type[T], path: str | Path, overrides: list[str] | None = None, quiet: bool = False) -> T:
     """Load ``path``, apply ``--set`` overrides, check sections, build ``cls`` from its sections."""
     data = load_yaml(path)
     set_keys = {o.split("=", 1)[0].strip() for o in overrides or []}
@@ -77,7 +77,8 @@ def load_stage_config(cls: type[T], path: str | Path, overrides: list[str] | Non
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     subset = {k: v for k, v in data.items() if k in names}
     cfg = build(cls, subset, where=Path(path).stem)
-    log.info("resolved config: %s", to_plain(cfg))
+    if not quiet:
+        log.info("resolved config: %s", to_plain(cfg))
     return cfg
 
 

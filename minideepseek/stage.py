@@ -192,6 +192,9 @@ class StageRun:
         self._started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._t0))
         return self.tmp_dir
 
+    def elapsed(self) -> float:
+        return time.time() - self._t0
+
     def commit(self, counters: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Checksum outputs, write the manifest last, rename the tmp dir into place."""
         assert self.tmp_dir is not None, "begin() first"

@@ -5,10 +5,13 @@ Pure functions over batches, so a process pool (and later a Ray executor) can ru
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from ..extract import ExtractConfig, extract_text
+from ..filters import DocContext, FilterChain
 from ..records import RawDoc, Reject, check_text, doc_id, snippet, text_hash
 
 
@@ -18,6 +21,14 @@ class ProcessSettings:
     min_chars: int
     max_chars: int
     extract: ExtractConfig
+    filters: tuple[dict[str, Any], ...] = ()
+    lang: str = ""
+
+
+@functools.lru_cache(maxsize=16)
+def _chain(source: str, specs_json: str) -> FilterChain:
+    """One chain per (source, specs) per process: filters may load models (fastText) once."""
+    return FilterChain(tuple(json.loads(specs_json)), f"sources.{source}")
 
 
 def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
@@ -41,22 +52,43 @@ def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
     reason, detail = check_text(text, s.min_chars, s.max_chars)
     if reason:
         return reject(reason, detail, text)
-    signals = {"raw_chars": len(raw.text), "extract_ratio": round(len(text) / max(1, len(raw.text)), 4)}
+    signals: dict[str, Any] = {"raw_chars": len(raw.text), "extract_ratio": round(len(text) / max(1, len(raw.text)), 4)}
     trace = [f"source:{s.source}:{raw.meta.get('component', '') or raw.fmt}", f"extract:{raw.fmt}"]
+    did = doc_id(s.source, raw.source_id)
+    mods: dict[str, int] = {}
+    lang, lang_score = raw.lang or s.lang or None, None
+    if s.filters:
+        chain = _chain(s.source, json.dumps(s.filters, sort_keys=True))
+        out = chain(text, DocContext(url=raw.url, source=s.source, expected_lang=s.lang))
+        if not out.keep:
+            return Reject(source=s.source, source_id=raw.source_id, url=raw.url, reason=out.reason,
+                          detail=json.dumps(out.signals, sort_keys=True, default=str)[:500],
+                          snippet=snippet(out.text), kind="filtered", filter=out.filter, id=did)
+        text, mods = out.text, out.counts
+        signals.update(out.signals)
+        if "lang" in out.signals:
+            lang, lang_score = out.signals["lang"], out.signals.get("lang_score")
+        trace.append("filters:" + ",".join(chain.names))
+        if out.modified_by:
+            trace.append("modified:" + ",".join(out.modified_by))
+        reason, detail = check_text(text, s.min_chars, s.max_chars)
+        if reason:
+            return reject(reason, f"after filters: {detail}", text)
     return {
-        "id": doc_id(s.source, raw.source_id),
+        "id": did,
         "source": s.source,
         "text": text,
         "url": raw.url,
         "license": raw.license,
-        "lang": raw.lang or None,
-        "lang_score": None,
+        "lang": lang,
+        "lang_score": lang_score,
         "n_chars": len(text),
         "n_tokens": 0,  # filled by the sampler's token counter
         "hash": text_hash(text),
-        "quality_signals": json.dumps(signals, sort_keys=True),
+        "quality_signals": json.dumps(signals, sort_keys=True, default=str),
         "stage": "mix_sampler",
         "audit_trace": trace,
+        "_mods": mods,  # modifier counts for the filter report; not stored
     }
 
 

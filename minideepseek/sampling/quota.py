@@ -39,7 +39,9 @@ def apportion(total: float, weights: dict[str, float], integer: bool) -> dict[st
 class TakerStats:
     seen: int = 0
     accepted: int = 0
-    rejects: Counter = field(default_factory=Counter)
+    rejects: Counter = field(default_factory=Counter)  # invalid records by reason (the error budget)
+    evaluated: int = 0  # valid records that reached the filter chain (first pass)
+    filtered: Counter = field(default_factory=Counter)  # (filter, reason) -> dropped docs
     epochs_started: int = 1
     unique_units: float | None = None  # units available in one full pass (known once exhausted)
 
@@ -107,11 +109,16 @@ class Taker:
                 if isinstance(item, Reject):
                     if self.epoch == 1:
                         self.stats.seen += 1
-                        self.stats.rejects[item.reason] += 1
+                        if item.kind == "filtered":
+                            self.stats.evaluated += 1
+                            self.stats.filtered[(item.filter, item.reason)] += 1
+                        else:
+                            self.stats.rejects[item.reason] += 1
                         self._on_reject(item)
                     continue
                 if self.epoch == 1:
                     self.stats.seen += 1
+                    self.stats.evaluated += 1
                 else:
                     item["id"] = f"{item['id']}#e{self.epoch}"
                     item["audit_trace"] = [*item["audit_trace"], f"sampler:upsample_epoch={self.epoch}"]

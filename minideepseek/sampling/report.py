@@ -49,6 +49,7 @@ def build_source_mix(cfg: MixSamplerConfig, takers: dict[str, Taker], outcome: d
             "dropped_by_shrink": c["dropped_by_shrink"],
             "rejects": dict(sorted(rejects[s.name].items())),
             "rejects_total": sum(rejects[s.name].values()),
+            "filtered": sum(t.stats.filtered.values()),
         })
     return {
         "run": cfg.run.name,
@@ -60,6 +61,7 @@ def build_source_mix(cfg: MixSamplerConfig, takers: dict[str, Taker], outcome: d
         "tolerance_pp": TOLERANCE_PP,
         "sources": rows,
         "totals": {**totals, "rejects": sum(r["rejects_total"] for r in rows),
+                   "filtered": sum(r["filtered"] for r in rows),
                    "max_abs_deviation_pp": max((r["abs_deviation_pp"] for r in rows), default=0.0),
                    "all_within_tolerance": all(r["within_tolerance"] for r in rows),
                    "target_fill": round(totals[sc.unit] / sc.target, 6)},
@@ -75,8 +77,8 @@ def source_mix_markdown(mix: dict[str, Any]) -> str:
         f"`{mix['shortfall_policy']}`; tolerance ±{mix['tolerance_pp']} pp on the {unit} share.",
         "",
         "| source | target | docs | tokens | chars | share docs | share tokens | share chars | dev (pp) | epochs "
-        "| rejects | ok |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|",
+        "| rejects | filtered | ok |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|",
     ]
     for r in mix["sources"]:
         ep = "—" if r["epochs"] is None else f"{r['epochs']:.2f}"
@@ -84,13 +86,16 @@ def source_mix_markdown(mix: dict[str, Any]) -> str:
         lines.append(
             f"| {r['source']} | {100 * r['target_share']:.1f}% | {r['docs']:,} | {r['tokens']:,} | {r['chars']:,} | "
             f"{100 * r['share_docs']:.2f}% | {100 * r['share_tokens']:.2f}% | {100 * r['share_chars']:.2f}% | "
-            f"{r['deviation_pp']:+.3f} | {ep} | {r['rejects_total']:,} | {flag} |")
+            f"{r['deviation_pp']:+.3f} | {ep} | {r['rejects_total']:,} | {r['filtered']:,} | {flag} |")
     t = mix["totals"]
     lines += [
         f"| **total** | 100% | {t['docs']:,} | {t['tokens']:,} | {t['chars']:,} | | | | "
-        f"max {t['max_abs_deviation_pp']:.3f} | | {t['rejects']:,} | {'yes' if t['all_within_tolerance'] else 'no'} |",
+        f"max {t['max_abs_deviation_pp']:.3f} | | {t['rejects']:,} | {t['filtered']:,} | "
+        f"{'yes' if t['all_within_tolerance'] else 'no'} |",
         "",
-        "`epochs` = realized units / units available in one pass (— = the source was not exhausted, so < 1).",
+        "`epochs` = realized units / units available in one pass (— = the source was not exhausted, so < 1). "
+        "`rejects` = invalid records (see below); `filtered` = dropped by quality/safety filters "
+        "(see `filter_report.md`). Both happen before the quota is counted.",
         "",
         "## Rejects by reason",
         "",

@@ -28,11 +28,13 @@ from ..tokencount import TokenCounter
 from .config import MixSamplerConfig
 from .process import ProcessSettings, process_batch
 from .quota import Taker, run_quotas
+from .filter_report import build_filter_report, filter_report_markdown
 from .report import build_source_mix, source_mix_markdown
 
 log = logging.getLogger(__name__)
 
 ARTIFACT = "mixed_raw"
+EXAMPLES_PER_RULE = 3
 STAGE = "mix_sampler"
 
 
@@ -92,9 +94,15 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
 
     seen_ids: set[str] = set()
     dup_ids: Counter = Counter()
+    mods: dict[str, Counter] = {name: Counter() for name in sources}
+    examples: dict[str, dict[tuple[str, str], list[dict]]] = {name: {} for name in sources}
 
     def emitter(name: str) -> Callable[[dict], None]:
         def emit(row: dict) -> None:
+            row_mods = row.pop("_mods", None) or {}
+            mods[name].update(row_mods)
+            if row_mods:
+                mods[name]["docs_modified"] += 1
             if row["id"] in seen_ids:  # the source reused an id: keep the doc, make its id unique
                 k = 2
                 while f"{row['id']}~{k}" in seen_ids:
@@ -111,7 +119,12 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
         return emit
 
     def on_reject(rej: Reject) -> None:
-        reject_counts[rej.source][rej.reason] += 1
+        if rej.kind == "filtered":
+            ex = examples[rej.source].setdefault((rej.filter, rej.reason), [])
+            if len(ex) < EXAMPLES_PER_RULE:
+                ex.append({"id": rej.id, "url": rej.url, "text": rej.snippet[:200]})
+        else:
+            reject_counts[rej.source][rej.reason] += 1
         rejects_fh.write(rej.to_json() + "\n")
 
     # forkserver: workers start clean (no inherited tokenizer threads, no copied source lists)
@@ -121,7 +134,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
         takers = {}
         for s in cfg.sources:
             settings = ProcessSettings(source=s.name, min_chars=sc.min_chars, max_chars=sc.max_chars,
-                                       extract=cfg.extract)
+                                       extract=cfg.extract, filters=s.filters, lang=s.lang)
             takers[s.name] = Taker(s.name, sources[s.name].iter_raw, sc.unit, s.max_epochs,
                                    _Fetcher(pool, settings, counter), emitter(s.name), on_reject,
                                    sc.batch_size, sc.max_reject_fraction)
@@ -162,19 +175,23 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
     mix = build_source_mix(cfg, takers, outcome, realized, reject_counts)
     write_json_atomic(tmp / "source_mix.json", mix)
     write_text_atomic(tmp / "source_mix.md", source_mix_markdown(mix))
+    freport = build_filter_report(cfg, takers, realized, mods, examples)
+    write_json_atomic(tmp / "filter_report.json", freport)
+    write_text_atomic(tmp / "filter_report.md", filter_report_markdown(freport))
     counters = {
         "docs": writer.num_rows,
         "shards": len(shards),
         "rejects": {n: dict(sorted(c.items())) for n, c in reject_counts.items()},
         "per_source": {n: dict(sorted(c.items())) for n, c in realized.items()},
         "duplicate_source_ids": dict(sorted(dup_ids.items())),
+        "filtered": {n: sum(t.stats.filtered.values()) for n, t in takers.items()},
     }
     return stage.commit(counters, extra={"token_counter": {"name": counter.name, "path": str(counter.path)}})
 
 
 def _publish_reports(artifact_dir: Path, report_dir: Path) -> None:
     report_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("source_mix.json", "source_mix.md"):
+    for name in ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md"):
         src = artifact_dir / name
         if src.is_file():
             shutil.copyfile(src, report_dir / name)

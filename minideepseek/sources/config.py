@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..config import ConfigError, require
 
@@ -19,7 +19,7 @@ _TYPE_KEYS = {
     "local": {"path", "format", "glob", "text_field", "id_field", "url_field", "fmt"},
     "demo": {"domain", "components"},
 }
-_COMMON = {"name", "type", "weight", "max_epochs", "license", "lang"}
+_COMMON = {"name", "type", "weight", "max_epochs", "license", "lang", "filters"}
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class SourceConfig:
     weight: float
     max_epochs: float = 1.0  # > 1 allows upsampling a small source up to this many passes
     license: str = ""
-    lang: str = ""  # expected language ("en", "zh", "code"); language ID verifies it later
+    lang: str = ""  # expected language ("en", "zh", "code"); the langid filter verifies it
+    filters: tuple[dict[str, Any], ...] = ()  # the filter chain, see minideepseek.filters.chain
     # hf
     path: str = ""  # hf: repo id or builder name ("json", "parquet"); local: file or directory
     config_name: str | None = None
@@ -78,6 +79,10 @@ class SourceConfig:
             require(self.format in LOCAL_FORMATS, f"{where}.format={self.format!r}: choose one of {list(LOCAL_FORMATS)}")
         if self.type == "demo":
             require(self.domain in DEMO_DOMAINS, f"{where}.domain={self.domain!r}: choose one of {list(DEMO_DOMAINS)}")
+        if self.filters:
+            from ..filters import FilterChain
+
+            FilterChain(self.filters, where)  # validates every filter's type and parameters now
 
 
 def check_recipe(sources: tuple[SourceConfig, ...]) -> None:

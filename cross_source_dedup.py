@@ -1,0 +1,38 @@
+"""Stage 2: exact + MinHash-LSH near-duplicate removal across sources, and decontamination.
+
+    python cross_source_dedup.py --config configs/demo.yaml
+    python cross_source_dedup.py --config configs/demo.yaml --set dedup.shingle=word --set dedup.bands=14 --set dedup.rows=8
+
+Reads data/<run>/mixed_raw (refusing it if stage 1's config changed since it was built), writes
+data/<run>/mixed_dedup (+ removed.jsonl, contamination_hits.jsonl) and reports/<run>/
+dedup_report.{json,md}, contamination_report.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from minideepseek.cli import run_cli, setup_logging, stage_parser
+from minideepseek.crossdedup.config import DedupStageConfig
+from minideepseek.crossdedup.stage import run_dedup, upstream_hash
+from minideepseek.runconfig import load_stage_config
+
+
+def _run(args: argparse.Namespace) -> None:
+    cfg = load_stage_config(DedupStageConfig, args.config, args.overrides)
+    man = run_dedup(cfg, upstream_hash(args.config, args.overrides), args.config, force=args.force)
+    c = man["counters"]
+    print(f"mixed_dedup: {c['docs_out']:,} of {c['docs_in']:,} docs kept (exact -{c['exact_removed']:,}, "
+          f"near -{c['near_removed']:,}, contamination hits {c['contamination_hits']:,}) in "
+          f"{cfg.run.run_dir / 'mixed_dedup'}; report: {cfg.run.report_dir / 'dedup_report.md'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = stage_parser("cross_source_dedup.py", __doc__ or "")
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    return run_cli(_run, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

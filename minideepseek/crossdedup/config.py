@@ -1,0 +1,53 @@
+"""Stage 2 config: exact + MinHash-LSH near dedup across sources, and decontamination."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from ..config import require
+from ..decontam import DecontamConfig
+from ..runconfig import RunConfig
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("num_proc", "batch_size")
+
+    exact: bool = True
+    near: bool = True
+    shingle: Literal["char", "word"] = "char"  # char 5-grams: the seed (and right for Chinese); word: FineWeb
+    ngram: int = 5
+    num_perm: int = 128
+    threshold: float = 0.8  # used when bands/rows are not given (datasketch's optimal b, r)
+    bands: int | None = None  # explicit banding, e.g. 14 x 8 (FineWeb): bands * rows <= num_perm
+    rows: int | None = None
+    seed: int = 1  # permutation seed; datasketch's default, so sketches compare with the seed's code
+    verify: Literal["exact", "estimated"] = "exact"  # candidate pairs must reach `threshold` Jaccard
+    source_priority: tuple[str, ...] = ()  # keep policy, first wins; default: the recipe's source order
+    max_cluster_size: int = 1000  # guard: clusters larger than this are named in the report
+    giant_cluster: Literal["warn", "error"] = "warn"
+    sample_pairs: int = 20
+    scurve_docs: int = 150  # real documents edited at several Jaccard levels to measure the S-curve
+    num_proc: int = 2
+    batch_size: int = 256
+
+    def __post_init__(self) -> None:
+        require(self.ngram >= 1, f"dedup.ngram={self.ngram} must be >= 1 (5 is the field default)")
+        require(self.num_perm >= 16, f"dedup.num_perm={self.num_perm}: use at least 16 (128 default)")
+        require(0.0 < self.threshold < 1.0, f"dedup.threshold={self.threshold} must be in (0, 1)")
+        require((self.bands is None) == (self.rows is None), "dedup: set both bands and rows, or neither")
+        if self.bands is not None and self.rows is not None:
+            require(self.bands >= 1 and self.rows >= 1, "dedup.bands and dedup.rows must be >= 1")
+            require(self.bands * self.rows <= self.num_perm,
+                    f"dedup: bands*rows = {self.bands * self.rows} > num_perm = {self.num_perm}; "
+                    f"raise num_perm or lower bands/rows")
+        require(self.max_cluster_size >= 2, "dedup.max_cluster_size must be >= 2")
+        require(self.num_proc >= 1 and self.batch_size >= 1, "dedup.num_proc and dedup.batch_size must be >= 1")
+
+
+@dataclass(frozen=True)
+class DedupStageConfig:
+    run: RunConfig = field(default_factory=RunConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    decontam: DecontamConfig = field(default_factory=DecontamConfig)

@@ -1,0 +1,221 @@
+"""Stage 2 driver: ``mixed_raw`` -> ``mixed_dedup`` (exact dedup, MinHash-LSH near dedup across
+sources, benchmark decontamination).
+
+Order of work, each step on the survivors of the previous one:
+1. exact: documents whose normalized-text hash (NFKC, casefold, whitespace) is equal;
+2. near: MinHash signatures (datasketch-equivalent, computed in a process pool) -> LSH band buckets
+   -> candidate pairs -> verified by Jaccard >= threshold -> union-find clusters;
+3. decontamination: word n-gram overlap with benchmark items.
+In every duplicate group one document survives by an explicit policy: source priority (recipe
+order unless ``dedup.source_priority`` says otherwise), then the longest text, then the smallest id.
+Upsampled copies (ids ending ``#eK``, made by stage 1 on purpose) are not deduplicated against
+their original: they follow it (kept if it is kept, removed with it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing as mp
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+from tqdm import tqdm
+
+from ..arrow_io import DatasetWriter, iter_dataset_rows
+from ..config import ConfigError, config_hash
+from ..decontam import ContaminationIndex
+from ..records import DOC_FEATURES, SCHEMA_VERSION
+from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
+from .config import DedupStageConfig
+from .near import NearDedup
+from .report import build_dedup_report, contamination_markdown, dedup_markdown, post_dedup_mix
+
+log = logging.getLogger(__name__)
+
+STAGE = "cross_source_dedup"
+ARTIFACT = "mixed_dedup"
+UPSTREAM = "mixed_raw"
+
+
+def base_id(doc_id: str) -> str:
+    return doc_id.rsplit("#e", 1)[0] if "#e" in doc_id else doc_id
+
+
+def run_dedup(cfg: DedupStageConfig, upstream_config_hash: str, config_path: str, force: bool = False) -> dict[str, Any]:
+    run_dir = cfg.run.run_dir
+    up = require_upstream(run_dir, UPSTREAM, "mix_sampler.py", upstream_config_hash, config_path)
+    inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
+    stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
+    if not force and stage.up_to_date():
+        log.info("%s: %s is up to date; skipping (use --force to rebuild)", STAGE, stage.final_dir)
+        _publish(stage.final_dir, cfg.run.report_dir)
+        return stage.existing  # type: ignore[return-value]
+    tmp = stage.begin()
+    try:
+        man = _build(cfg, up, run_dir / UPSTREAM, tmp, stage)
+    except BaseException:
+        stage.abort()
+        raise
+    _publish(stage.final_dir, cfg.run.report_dir)
+    return man
+
+
+def _keep_key(priority: dict[str, int], source: str, n_chars: int, doc_id: str) -> tuple:
+    return (priority.get(source, len(priority)), -n_chars, doc_id)
+
+
+def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, stage: StageRun) -> dict[str, Any]:
+    dc = cfg.dedup
+    recipe = [(s["name"], s["weight"]) for s in up["config"]["sources"]]
+    order = list(dc.source_priority) or [name for name, _ in recipe]
+    unknown = sorted(set(order) - {n for n, _ in recipe})
+    if unknown:
+        raise ConfigError(f"dedup.source_priority names {unknown}, not sources of the recipe {[n for n, _ in recipe]}")
+    priority = {name: i for i, name in enumerate(order)}
+
+    meta = datasets.load_from_disk(str(src_dir)).select_columns(["id", "source", "n_chars", "n_tokens", "hash"])
+    ids: list[str] = meta["id"]
+    srcs: list[str] = meta["source"]
+    n_chars: list[int] = meta["n_chars"]
+    n_tokens: list[int] = meta["n_tokens"]
+    hashes: list[str] = meta["hash"]
+    n = len(ids)
+    log.info("%s: %s documents from %s", STAGE, f"{n:,}", src_dir)
+    is_copy = np.array(["#e" in i for i in ids], dtype=bool)
+    index_of = {doc_id: i for i, doc_id in enumerate(ids)}
+    removed: dict[int, dict[str, Any]] = {}  # doc index -> why
+
+    # 1. exact duplicates
+    exact_groups = 0
+    if dc.exact:
+        groups: dict[str, list[int]] = {}
+        for i in range(n):
+            if not is_copy[i]:
+                groups.setdefault(hashes[i], []).append(i)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            exact_groups += 1
+            keep = min(members, key=lambda i: _keep_key(priority, srcs[i], n_chars[i], ids[i]))
+            for i in members:
+                if i != keep:
+                    removed[i] = {"reason": "exact", "kept": ids[keep], "kept_source": srcs[keep], "jaccard": 1.0}
+    n_exact = len(removed)
+
+    # 2. near duplicates among the survivors
+    near_info: dict[str, Any] = {}
+    if dc.near:
+        todo = [i for i in range(n) if not is_copy[i] and i not in removed]
+        ctx = mp.get_context("forkserver")
+        pool = ProcessPoolExecutor(max_workers=dc.num_proc, mp_context=ctx) if dc.num_proc > 1 else None
+        try:
+            nd = NearDedup(dc, pool)
+            nd.signatures(src_dir, todo)
+            clusters, near_info = nd.clusters(src_dir)
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+        giant = [c for c in clusters if len(c) > dc.max_cluster_size]
+        if giant and dc.giant_cluster == "error":
+            raise ConfigError(f"{len(giant)} near-duplicate cluster(s) larger than dedup.max_cluster_size="
+                              f"{dc.max_cluster_size} (largest {max(map(len, giant)):,}); inspect the dedup report, "
+                              f"raise the threshold, or set dedup.giant_cluster=warn")
+        for members in clusters:
+            keep = min(members, key=lambda i: _keep_key(priority, srcs[i], n_chars[i], ids[i]))
+            for i in members:
+                if i != keep:
+                    removed[i] = {"reason": "near", "kept": ids[keep], "kept_source": srcs[keep],
+                                  "jaccard": nd.pair_jaccard(i, keep)}
+        near_info["clusters"] = [sorted(c) for c in clusters]
+    n_near = len(removed) - n_exact
+
+    # 3. decontamination of what is left
+    hits_all = []
+    if cfg.decontam.enabled:
+        index = ContaminationIndex(cfg.decontam)
+        rows = iter_dataset_rows(src_dir, columns=["id", "source", "text"])
+        for row in tqdm(rows, total=n, unit="docs", desc="decontam", mininterval=2):
+            i = index_of[row["id"]]
+            if i in removed or is_copy[i]:
+                continue
+            hits = index.scan(row["id"], row["source"], row["text"])
+            if hits:
+                hits_all.extend(hits)
+                if cfg.decontam.action == "remove":
+                    h = hits[0]
+                    removed[i] = {"reason": "contamination", "benchmark": h.benchmark, "item": h.item_id,
+                                  "ngram": h.ngram}
+        contamination = {"ngram": cfg.decontam.ngram, "action": cfg.decontam.action,
+                         "benchmarks": {b: {"items": index.items[b], "ngrams": index.ngrams[b]} for b in index.items}}
+    else:
+        contamination = {"enabled": False}
+    flagged = {h.doc_id for h in hits_all}
+
+    # upsampled copies follow their original
+    for i in np.flatnonzero(is_copy).tolist():
+        orig = index_of.get(base_id(ids[i]))
+        if orig is not None and orig in removed:
+            removed[i] = {"reason": "copy_of_removed", "kept": None, "original": ids[orig]}
+
+    # write survivors in input order; removals with their reasons
+    writer = DatasetWriter(tmp, DOC_FEATURES, 256 << 20)
+    batch: list[dict] = []
+    for row in iter_dataset_rows(src_dir):
+        i = index_of[row["id"]]
+        if i in removed:
+            continue
+        row["stage"] = STAGE
+        trace = f"{STAGE}:kept" + (":contamination_flagged" if row["id"] in flagged else "")
+        row["audit_trace"] = [*row["audit_trace"], trace]
+        batch.append(row)
+        if len(batch) >= 512:
+            writer.write_rows(batch)
+            batch.clear()
+    writer.write_rows(batch)
+    writer.close()
+    with (tmp / "removed.jsonl").open("w", encoding="utf-8") as fh:
+        for i in sorted(removed):
+            fh.write(json.dumps({"id": ids[i], "source": srcs[i], **removed[i]}, ensure_ascii=False) + "\n")
+    with (tmp / "contamination_hits.jsonl").open("w", encoding="utf-8") as fh:
+        for h in hits_all:
+            fh.write(json.dumps(h.__dict__, ensure_ascii=False) + "\n")
+
+    kept_mask = np.ones(n, dtype=bool)
+    kept_mask[list(removed)] = False
+    mix = post_dedup_mix(recipe, srcs, n_tokens, n_chars, kept_mask)
+    report = build_dedup_report(cfg, ids, srcs, n_chars, removed, near_info, exact_groups, mix,
+                                nd if dc.near else None, stage.elapsed())
+    contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
+                          "per_benchmark": dict(Counter(h.benchmark for h in hits_all)),
+                          "per_source": dict(sorted(Counter(h.source for h in hits_all).items())),
+                          "listing": [h.__dict__ for h in hits_all[:200]]})
+    write_json_atomic(tmp / "dedup_report.json", report)
+    write_text_atomic(tmp / "dedup_report.md", dedup_markdown(report))
+    write_json_atomic(tmp / "contamination_report.json", contamination)
+    write_text_atomic(tmp / "contamination_report.md", contamination_markdown(contamination))
+    counters = {"docs_in": n, "docs_out": int(kept_mask.sum()), "exact_removed": n_exact, "near_removed": n_near,
+                "contamination_hits": len(hits_all), "removed": dict(Counter(r["reason"] for r in removed.values()))}
+    return stage.commit(counters, extra={"upstream_config_hash": up["config_hash"],
+                                         "dedup_params": report["params"]})
+
+
+def _publish(artifact_dir: Path, report_dir: Path) -> None:
+    import shutil
+
+    report_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md"):
+        if (artifact_dir / name).is_file():
+            shutil.copyfile(artifact_dir / name, report_dir / name)
+
+
+def upstream_hash(config_path: str, overrides: list[str]) -> str:
+    """The config hash stage 1 would have for this YAML + overrides (to detect a stale mixed_raw)."""
+    from ..runconfig import load_stage_config
+    from ..sampling.config import MixSamplerConfig
+
+    return config_hash(load_stage_config(MixSamplerConfig, config_path, overrides, quiet=True))

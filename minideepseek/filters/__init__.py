@@ -1,0 +1,8 @@
+"""Quality and safety filters of the ingestion path; importing this package registers them all."""
+
+from . import code, langid, pii, url  # noqa: F401  (registration side effects)
+from . import text_rules  # noqa: F401
+from .base import FILTERS, DocContext, FilterResult, register
+from .chain import ChainOutcome, FilterChain
+
+__all__ = ["FILTERS", "ChainOutcome", "DocContext", "FilterChain", "FilterResult", "register"]

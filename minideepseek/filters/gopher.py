@@ -1,0 +1,342 @@
+"""Gopher's document rules (Rae et al. 2021, "Scaling Language Models", appendix A.1.1, table A1).
+
+Two filters, as in datatrove (``GopherQualityFilter``, ``GopherRepetitionFilter``), whose defaults
+are the published thresholds:
+
+* ``gopher_quality``: length, mean word length, ``#``/ellipsis per word, bullet and ellipsis
+  lines, share of words with a letter, English stop words. The mean-word-length and stop-word
+  rules measure English; for mostly-CJK text they are skipped (``skip_for_cjk``), see
+  :mod:`minideepseek.filters.text_rules`.
+* ``gopher_repetition``: duplicated lines/paragraphs (count and characters), the character share
+  of the most frequent 2/3/4-gram and of all duplicated 5..10-grams. Language-independent with
+  the CJK-aware :func:`~minideepseek.filters.words.words` (an n-gram of Chinese characters is a
+  phrase).
+
+Every filter measures everything first and then applies the rules in datatrove's order, so the
+signals are complete even for a dropped document and the reason names the first rule that failed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from itertools import compress
+from typing import ClassVar
+
+from ..config import require
+from .base import DocContext, FilterResult, register
+from .words import CJK_RE, cjk_ratio, is_mostly_cjk, is_symbol_word, nonblank_lines, paragraphs, strip_punct, words
+
+STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+BULLETS = ("•", "-", "*", "‣", "◦", "·")  # datatrove checks "•" and "-"; "*" and "·" are the
+# Markdown and Chinese-list equivalents.
+ELLIPSES = ("...", "…")
+_HAS_LETTER_RE = re.compile(r"[^\W\d_]")  # str.isalpha() for any character of the word
+
+
+def _r(x: float) -> float:
+    """Signals are stored rounded; rules compare the unrounded value."""
+    return round(x, 4)
+
+
+def _ratio(field: str, value: float | None, name: str) -> None:
+    require(
+        value is None or 0.0 <= value <= 1.0,
+        f"{name}.{field} = {value!r} must be a fraction between 0 and 1, or null to disable the rule",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# gopher_quality
+
+
+@dataclass(frozen=True)
+class GopherQualityConfig:
+    """Thresholds of the Gopher quality rules; ``None`` disables a rule."""
+
+    min_doc_words: int | None = 50
+    max_doc_words: int | None = 100_000
+    min_avg_word_length: float | None = 3
+    max_avg_word_length: float | None = 10
+    max_symbol_word_ratio: float | None = 0.1  # '#' per word, and '...'/'…' per word
+    max_bullet_lines_ratio: float | None = 0.9
+    max_ellipsis_lines_ratio: float | None = 0.3
+    # datatrove's name, kept for familiarity; it is the MINIMUM share of words that contain at
+    # least one alphabetic character (Gopher: "80% of words in a document contain at least one").
+    max_non_alpha_words_ratio: float | None = 0.8
+    min_stop_words: int | None = 2  # distinct stop words that must appear
+    stop_words: tuple[str, ...] = STOP_WORDS
+    skip_for_cjk: bool = True  # skip the two English-only rules when the text is mostly CJK
+
+    def __post_init__(self) -> None:
+        name = "gopher_quality"
+        for f in ("min_doc_words", "max_doc_words", "min_stop_words"):
+            v = getattr(self, f)
+            require(v is None or v >= 0, f"{name}.{f} = {v!r} must be >= 0, or null to disable the rule")
+        for f in ("min_avg_word_length", "max_avg_word_length"):
+            v = getattr(self, f)
+            require(v is None or v > 0, f"{name}.{f} = {v!r} must be > 0, or null to disable the rule")
+        for lo, hi in (("min_doc_words", "max_doc_words"), ("min_avg_word_length", "max_avg_word_length")):
+            a, b = getattr(self, lo), getattr(self, hi)
+            require(a is None or b is None or a <= b, f"{name}.{lo} = {a} is above {name}.{hi} = {b}; swap them")
+        for f in ("max_symbol_word_ratio", "max_bullet_lines_ratio", "max_ellipsis_lines_ratio",
+                  "max_non_alpha_words_ratio"):
+            _ratio(f, getattr(self, f), name)
+        object.__setattr__(self, "stop_words", tuple(w.lower() for w in self.stop_words))
+        require(
+            self.min_stop_words is None or self.min_stop_words <= len(set(self.stop_words)),
+            f"{name}.min_stop_words = {self.min_stop_words} exceeds the {len(set(self.stop_words))} distinct "
+            f"stop_words; lower it or list more stop_words",
+        )
+
+
+@register
+class GopherQuality:
+    """Gopher quality rules: drops pages that are too short/long, not prose, or not English-like."""
+
+    name: ClassVar[str] = "gopher_quality"
+    Config: ClassVar[type] = GopherQualityConfig
+
+    def __init__(self, cfg: GopherQualityConfig) -> None:
+        self.cfg = cfg
+        self._stop = frozenset(cfg.stop_words)
+
+    def __call__(self, text: str, ctx: DocContext) -> FilterResult:
+        s = self.measure(text)
+        reason = self._judge(s)
+        return FilterResult(keep=not reason, reason=reason,
+                            signals={k: _r(v) if isinstance(v, float) else v for k, v in s.items()})
+
+    def measure(self, text: str) -> dict[str, float | int | bool]:
+        """All values the rules look at (unrounded), keyed by their signal names."""
+        ws = words(text)
+        n = max(len(ws), 1)
+        n_content = n_alpha = len_sum = len_n = 0
+        present: set[str] = set()
+        for w, k in Counter(ws).items():  # each distinct word is inspected once (Zipf: ~4x fewer)
+            n_alpha += k * bool(_HAS_LETTER_RE.search(w))
+            if is_symbol_word(w):  # datatrove's "non-symbol words" are the content words
+                continue
+            n_content += k
+            bare = strip_punct(w)
+            if bare.lower() in self._stop:
+                present.add(bare.lower())
+            # Mean word length is a property of space-separated words; a CJK character is one
+            # "word" of length 1 and would drag a mixed zh/en page under 3 (measured: 67 of 127
+            # Debian handbook zh chapters, none when CJK characters are left out of the mean).
+            if not CJK_RE.match(w):
+                len_sum += k * (len(bare) or len(w))
+                len_n += k
+        lines = nonblank_lines(text)
+        n_lines = max(len(lines), 1)
+        return {
+            "gopher_words": n_content,
+            "gopher_avg_word_length": len_sum / len_n if len_n else 0.0,
+            "gopher_hash_word_ratio": text.count("#") / n,
+            "gopher_ellipsis_word_ratio": sum(text.count(e) for e in ELLIPSES) / n,
+            "gopher_bullet_lines_ratio": sum(line.startswith(BULLETS) for line in lines) / n_lines,
+            "gopher_ellipsis_lines_ratio": sum(line.endswith(ELLIPSES) for line in lines) / n_lines,
+            "gopher_alpha_words_ratio": n_alpha / n,
+            "gopher_stop_words": len(present),
+            "gopher_cjk_ratio": cjk_ratio(text),
+            "gopher_cjk_skipped": self.cfg.skip_for_cjk and is_mostly_cjk(text),
+        }
+
+    def _judge(self, s: dict[str, float | int | bool]) -> str:
+        c = self.cfg
+        english = not s["gopher_cjk_skipped"]
+        checks = (
+            (c.min_doc_words is not None and s["gopher_words"] < c.min_doc_words, "gopher_short_doc"),
+            (c.max_doc_words is not None and s["gopher_words"] > c.max_doc_words, "gopher_long_doc"),
+            (english and c.min_avg_word_length is not None
+             and s["gopher_avg_word_length"] < c.min_avg_word_length, "gopher_below_avg_word_length"),
+            (english and c.max_avg_word_length is not None
+             and s["gopher_avg_word_length"] > c.max_avg_word_length, "gopher_above_avg_word_length"),
+            (c.max_symbol_word_ratio is not None
+             and max(s["gopher_hash_word_ratio"], s["gopher_ellipsis_word_ratio"]) > c.max_symbol_word_ratio,
+             "gopher_symbol_word_ratio"),
+            (c.max_bullet_lines_ratio is not None
+             and s["gopher_bullet_lines_ratio"] > c.max_bullet_lines_ratio, "gopher_bullet_lines"),
+            (c.max_ellipsis_lines_ratio is not None
+             and s["gopher_ellipsis_lines_ratio"] > c.max_ellipsis_lines_ratio, "gopher_ellipsis_lines"),
+            (c.max_non_alpha_words_ratio is not None
+             and s["gopher_alpha_words_ratio"] < c.max_non_alpha_words_ratio, "gopher_non_alpha_words"),
+            (english and c.min_stop_words is not None
+             and s["gopher_stop_words"] < c.min_stop_words, "gopher_stop_words"),
+        )
+        return next((reason for failed, reason in checks if failed), "")
+
+
+# --------------------------------------------------------------------------------------------
+# gopher_repetition
+
+NGramThresholds = tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True)
+class GopherRepetitionConfig:
+    """Thresholds of the Gopher repetition rules (table A1); ``None`` / ``[]`` disables a rule.
+
+    ``top_n_grams`` and ``dup_n_grams`` are lists of ``[n, max_char_fraction]`` pairs in YAML."""
+
+    dup_line_frac: float | None = 0.3
+    dup_para_frac: float | None = 0.3
+    dup_line_char_frac: float | None = 0.2
+    dup_para_char_frac: float | None = 0.2
+    top_n_grams: NGramThresholds | None = ((2, 0.2), (3, 0.18), (4, 0.16))
+    dup_n_grams: NGramThresholds | None = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+
+    def __post_init__(self) -> None:
+        name = "gopher_repetition"
+        for f in ("dup_line_frac", "dup_para_frac", "dup_line_char_frac", "dup_para_char_frac"):
+            _ratio(f, getattr(self, f), name)
+        for f in ("top_n_grams", "dup_n_grams"):
+            object.__setattr__(self, f, _ngram_thresholds(getattr(self, f), f"{name}.{f}"))
+
+
+def _ngram_thresholds(value: object, where: str) -> NGramThresholds:
+    """Validate and normalise ``[[n, threshold], ...]`` (lists from YAML) to a tuple of tuples."""
+    if value is None:
+        return ()
+    example = f"e.g. {where.split('.')[-1]}: [[5, 0.15], [6, 0.14]], or [] to disable"
+    require(isinstance(value, (list, tuple)), f"{where} = {value!r} must be a list of [n, threshold] pairs; {example}")
+    out = []
+    for item in value:  # type: ignore[union-attr]
+        ok = isinstance(item, (list, tuple)) and len(item) == 2
+        n, thr = item if ok else (None, None)
+        ok = ok and isinstance(n, int) and not isinstance(n, bool) and n >= 1
+        ok = ok and isinstance(thr, (int, float)) and not isinstance(thr, bool) and 0 < thr <= 1
+        require(ok, f"{where}: item {item!r} must be [n, threshold] with integer n >= 1 and 0 < threshold <= 1; "
+                    f"{example}")
+        out.append((int(n), float(thr)))  # type: ignore[arg-type]
+    ns = [n for n, _ in out]
+    require(len(ns) == len(set(ns)), f"{where} lists n = {sorted(n for n in ns if ns.count(n) > 1)} twice; keep one")
+    return tuple(out)
+
+
+def _duplicates(items: list[str]) -> tuple[int, int]:
+    """(items equal to an earlier item, their characters): the first occurrence is not a duplicate."""
+    seen: set[str] = set()
+    n_dup = chars = 0
+    for it in items:
+        if it in seen:
+            n_dup += 1
+            chars += len(it)
+        else:
+            seen.add(it)
+    return n_dup, chars
+
+
+def repeated_ngrams(ws: list[str], ns: set[int]) -> dict[int, dict[tuple[str, ...], list[int]]]:
+    """For each n in ``ns``: the n-grams of ``ws`` that occur more than once -> their start positions.
+
+    An n-gram can only repeat where its (n-1)-gram prefix repeats, so each length only looks at
+    the start positions that repeated at the length before: ordinary prose has few, so the nine
+    n-gram rules cost little more than one pass over the words."""
+    out: dict[int, dict[tuple[str, ...], list[int]]] = {n: {} for n in ns}
+    counts = Counter(ws)
+    starts = [i for i, w in enumerate(ws) if counts[w] > 1]
+    if 1 in ns:
+        singles: defaultdict[tuple[str, ...], list[int]] = defaultdict(list)
+        for i in starts:
+            singles[(ws[i],)].append(i)
+        out[1] = dict(singles)
+    for n in range(2, max(ns, default=0) + 1):
+        if not starts:
+            break
+        groups: defaultdict[tuple[str, ...], list[int]] = defaultdict(list)
+        last = len(ws) - n
+        for i in starts:
+            if i <= last:
+                groups[tuple(ws[i : i + n])].append(i)
+        dup = {g: pos for g, pos in groups.items() if len(pos) > 1}
+        if n in ns:
+            out[n] = dup
+        starts = sorted(i for pos in dup.values() for i in pos)
+    return out
+
+
+def _covered_chars(lengths: list[int], starts: list[int], n: int) -> int:
+    """Characters of the words covered by n-grams starting at ``starts``, each word counted once."""
+    mask = bytearray(len(lengths))
+    for i in starts:
+        mask[i : i + n] = b"\x01" * n
+    return sum(compress(lengths, mask))
+
+
+def top_ngram_char_frac(dup: dict[tuple[str, ...], list[int]], lengths: list[int], total: int, n: int) -> float:
+    """Share of word characters covered by the occurrences of the most frequent n-gram.
+
+    ``dup`` holds the repeated n-grams only (see :func:`repeated_ngrams`), so the value is zero
+    when no n-gram occurs twice: a single occurrence is not a repetition (datatrove would report
+    the first 2-gram of a 3-word text as covering 2/3 of it). Ties go to the earliest n-gram."""
+    if not dup or not total:
+        return 0.0
+    return _covered_chars(lengths, max(dup.values(), key=len), n) / total
+
+
+def dup_ngram_char_frac(dup: dict[tuple[str, ...], list[int]], lengths: list[int], total: int, n: int) -> float:
+    """Share of word characters inside any n-gram that occurs more than once (all occurrences,
+    the first one included, each word counted once): the Gopher paper's definition, also what
+    Dolma and RedPajama-v2 compute. datatrove counts only the second and later occurrences."""
+    if not dup or not total:
+        return 0.0
+    return _covered_chars(lengths, [i for pos in dup.values() for i in pos], n) / total
+
+
+@register
+class GopherRepetition:
+    """Gopher repetition rules: drops SEO pages, templates and other text that repeats itself."""
+
+    name: ClassVar[str] = "gopher_repetition"
+    Config: ClassVar[type] = GopherRepetitionConfig
+
+    def __init__(self, cfg: GopherRepetitionConfig) -> None:
+        self.cfg = cfg
+
+    def __call__(self, text: str, ctx: DocContext) -> FilterResult:
+        s, rules = self.measure(text)
+        reason = next((r for key, thr, r in rules if thr is not None and s[key] > thr), "")
+        return FilterResult(keep=not reason, reason=reason, signals={k: _r(v) for k, v in s.items()})
+
+    def measure(self, text: str) -> tuple[dict[str, float], list[tuple[str, float | None, str]]]:
+        """The measured fractions and the (signal, threshold, reason) rules, in datatrove's order."""
+        c = self.cfg
+        total_chars = max(len(text), 1)
+        paras = paragraphs(text)
+        lines = nonblank_lines(text)
+        para_dup, para_chars = _duplicates(paras)
+        line_dup, line_chars = _duplicates(lines)
+        s: dict[str, float] = {
+            "gopher_dup_para_frac": para_dup / max(len(paras), 1),
+            "gopher_dup_para_char_frac": para_chars / total_chars,
+            "gopher_dup_line_frac": line_dup / max(len(lines), 1),
+            "gopher_dup_line_char_frac": line_chars / total_chars,
+        }
+        rules: list[tuple[str, float | None, str]] = [
+            ("gopher_dup_para_frac", c.dup_para_frac, "gopher_dup_para_frac"),
+            ("gopher_dup_para_char_frac", c.dup_para_char_frac, "gopher_dup_para_char_frac"),
+            ("gopher_dup_line_frac", c.dup_line_frac, "gopher_dup_line_frac"),
+            ("gopher_dup_line_char_frac", c.dup_line_char_frac, "gopher_dup_line_char_frac"),
+        ]
+        # n-grams are over words with a letter or digit: the CJK splitter emits the punctuation
+        # between characters as tokens, and with them a list such as "张嶷、马忠" repeated four
+        # times is a duplicated 5-gram (measured: 3 of 120 三国演义 chapters over 0.15 with them,
+        # none over 0.09 without). RedPajama-v2 strips punctuation before its n-gram signals too.
+        all_words = words(text)
+        symbol = {w: is_symbol_word(w) for w in set(all_words)}
+        ws = [w for w in all_words if not symbol[w]]
+        lengths = [len(w) for w in ws]
+        total_word_chars = sum(lengths)
+        top, dup = c.top_n_grams or (), c.dup_n_grams or ()
+        repeated = repeated_ngrams(ws, {n for n, _ in (*top, *dup)})
+        for n, thr in top:
+            key = f"gopher_top_{n}gram_char_frac"
+            s[key] = top_ngram_char_frac(repeated[n], lengths, total_word_chars, n)
+            rules.append((key, thr, f"gopher_top_{n}gram"))
+        for n, thr in dup:
+            key = f"gopher_dup_{n}gram_char_frac"
+            s[key] = dup_ngram_char_frac(repeated[n], lengths, total_word_chars, n)
+            rules.append((key, thr, f"gopher_dup_{n}gram"))
+        return s, rules
