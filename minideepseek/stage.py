@@ -195,8 +195,12 @@ class StageRun:
     def elapsed(self) -> float:
         return time.time() - self._t0
 
-    def commit(self, counters: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Checksum outputs, write the manifest last, rename the tmp dir into place."""
+    def commit(self, counters: dict[str, Any], extra: dict[str, Any] | None = None,
+               volatile: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Checksum outputs, write the manifest last, rename the tmp dir into place.
+
+        ``volatile`` files (reports that carry wall time or peak memory) are checksummed but left out
+        of the fingerprint: the data is byte-identical across reruns, timings are not."""
         assert self.tmp_dir is not None, "begin() first"
         files = []
         for p in sorted(self.tmp_dir.rglob("*")):
@@ -205,7 +209,10 @@ class StageRun:
                               "sha256": sha256_file(p)})
         fp = hashlib.sha256(json.dumps(
             {"config": self.config_hash, "inputs": [i.fingerprint for i in self.inputs],
-             "files": [(f["path"], f["sha256"]) for f in files]}, sort_keys=True).encode()).hexdigest()
+             "files": [(f["path"], f["sha256"]) for f in files if f["path"] not in volatile]},
+            sort_keys=True).encode()).hexdigest()
+        for f in files:
+            f["volatile"] = f["path"] in volatile
         wall = time.time() - self._t0
         manifest = {
             "stage": self.stage,

@@ -116,6 +116,7 @@ class NearDedup:
             "candidate_pairs": int(len(pairs)),
             "verified_pairs": len(verified),
             "rejected_candidates": int(len(pairs)) - len(verified),
+            "min_verified_jaccard": round(min((j for _, _, j, _ in verified), default=1.0), 4),
             "verified_edges": [(int(self.doc_index[a]), int(self.doc_index[b]), round(j, 4), round(e, 4))
                                for a, b, j, e in verified],
         }

@@ -198,6 +198,8 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
                      f"{100 * r['share_tokens_after']:.2f}% | {r['drift_pp']:+.3f} | {r['deviation_pp']:+.3f} | "
                      f"{r['docs_before']:,} | {r['docs_after']:,} |")
     lines += ["", "## Sampled removed pairs (for manual review)", "",
+              "Jaccard is between the removed document and its cluster's kept document; it can be below the "
+              "threshold when they are linked through other members (every verified edge is >= threshold).", "",
               "| removed | kept | reason | Jaccard | removed text | kept text |", "|---|---|---|---:|---|---|"]
     for x in rep["sampled_pairs"]:
         def clip(t: str) -> str:

@@ -200,8 +200,8 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     write_text_atomic(tmp / "contamination_report.md", contamination_markdown(contamination))
     counters = {"docs_in": n, "docs_out": int(kept_mask.sum()), "exact_removed": n_exact, "near_removed": n_near,
                 "contamination_hits": len(hits_all), "removed": dict(Counter(r["reason"] for r in removed.values()))}
-    return stage.commit(counters, extra={"upstream_config_hash": up["config_hash"],
-                                         "dedup_params": report["params"]})
+    return stage.commit(counters, extra={"upstream_config_hash": up["config_hash"], "dedup_params": report["params"]},
+                        volatile=("dedup_report.json", "dedup_report.md"))
 
 
 def _publish(artifact_dir: Path, report_dir: Path) -> None:

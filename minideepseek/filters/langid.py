@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from minideepseek.config import ConfigError, require
-from minideepseek.filters.base import DocContext, FilterResult, register
+from ..config import ConfigError, require
+from .base import DocContext, FilterResult, register
 
 _MODEL: Any = None
 _MODEL_LOCK = threading.Lock()
@@ -220,41 +220,43 @@ def code_prose(text: str) -> str:
     return " ".join(p for p in parts if p)
 
 
+@dataclass(frozen=True)
+class LangIdConfig:
+    languages: tuple[str, ...] = ("en",)  # lid.176 codes; for Chinese sources consider [zh, wuu, yue]
+    threshold: float = 0.65  # FineWeb's English threshold; see the module docstring per domain
+    max_chars: int = 4000  # the scored prefix
+    code_aware: bool = True  # score only the prose of documents that look like source code
+    code_line_fraction: float = 0.4  # a doc "looks like code" at >= this share of code lines
+    code_min_prose_chars: int = 200  # less prose than this in a code doc: skip the check, keep
+
+    def __post_init__(self) -> None:
+        require(
+            isinstance(self.languages, tuple) and len(self.languages) > 0,
+            "langid.languages must be a non-empty list of lid.176 codes, e.g. [en] or [zh, wuu, yue]",
+        )
+        for lang in self.languages:
+            require(
+                isinstance(lang, str) and re.fullmatch(r"[a-z]{2,3}", lang) is not None,
+                f"langid.languages: {lang!r} is not a lid.176 code; use ISO 639 codes such as en, zh, de",
+            )
+        require(0.0 <= self.threshold <= 1.0, f"langid.threshold = {self.threshold} must be in [0, 1] (FineWeb: 0.65)")
+        require(self.max_chars >= 100, f"langid.max_chars = {self.max_chars} is too small; use >= 100 (default 4000)")
+        require(
+            0.0 < self.code_line_fraction <= 1.0,
+            f"langid.code_line_fraction = {self.code_line_fraction} must be in (0, 1] (default 0.4)",
+        )
+        require(self.code_min_prose_chars >= 0, "langid.code_min_prose_chars must be >= 0 (default 200)")
+
+
 @register
 class LangIdFilter:
     """Keep documents whose best expected language scores >= threshold (lid.176)."""
 
     name: ClassVar[str] = "langid"
+    Config: ClassVar[type] = LangIdConfig
 
-    @dataclass(frozen=True)
-    class Config:
-        languages: tuple[str, ...] = ("en",)  # lid.176 codes: en, zh, de, ... (zh covers wuu/yue? no: list them)
-        threshold: float = 0.65  # FineWeb's English threshold
-        max_chars: int = 4000  # scored prefix; lid saturates long before (see module docstring)
-        code_aware: bool = True  # score only the prose of source files
-        code_line_fraction: float = 0.4  # a doc is code when >= this share of its lines are
-        code_min_prose_chars: int = 200  # less prose than this in a code file: skip the check
-
-        def __post_init__(self) -> None:
-            require(
-                isinstance(self.languages, tuple) and len(self.languages) > 0,
-                "langid.languages must be a non-empty list of lid.176 codes, e.g. [en] or [zh, wuu, yue]",
-            )
-            for lang in self.languages:
-                require(
-                    isinstance(lang, str) and re.fullmatch(r"[a-z]{2,3}", lang) is not None,
-                    f"langid.languages: {lang!r} is not a lid.176 code; use ISO 639 codes such as en, zh, de",
-                )
-            require(0.0 <= self.threshold <= 1.0, f"langid.threshold={self.threshold} must be in [0, 1] (FineWeb: 0.65)")
-            require(self.max_chars >= 100, f"langid.max_chars={self.max_chars} is too small; use >= 100 (default 4000)")
-            require(
-                0.0 < self.code_line_fraction <= 1.0,
-                f"langid.code_line_fraction={self.code_line_fraction} must be in (0, 1] (default 0.4)",
-            )
-            require(self.code_min_prose_chars >= 0, "langid.code_min_prose_chars must be >= 0 (default 200)")
-
-    def __init__(self, cfg: Config | None = None) -> None:
-        self.cfg = cfg or self.Config()
+    def __init__(self, cfg: LangIdConfig | None = None) -> None:
+        self.cfg = cfg or LangIdConfig()
         self._expected = frozenset(self.cfg.languages)
 
     def __call__(self, text: str, ctx: DocContext) -> FilterResult:
@@ -275,7 +277,7 @@ class LangIdFilter:
         if not scored.strip():
             signals.update(lang="", lang_score=0.0, lang_expected_score=0.0)
             return FilterResult(keep=False, reason="lang_low_score", signals=signals)
-        sc = scores(scored, cfg.max_chars)
+        sc = scores(scored, cfg.max_chars) or {"": 0.0}
         top_label, top_score = max(sc.items(), key=lambda kv: (kv[1], kv[0]))
         best_lang = max(cfg.languages, key=lambda lg: sc.get(lg, 0.0))
         best = sc.get(best_lang, 0.0)

@@ -134,7 +134,10 @@ class UrlBlocklistConfig:
                         "give an existing path (UT1 format: one domain per line, # comments), or remove it"
                     )
         for d in self.domains:
-            require(bool(normalize_entry(d)[0]), f"url.domains: {d!r} has no domain; write entries like bad.com or site.org/path")
+            require(
+                bool(normalize_entry(d)[0]),
+                f"url.domains: {d!r} has no domain; write entries like bad.com or site.org/path",
+            )
         for s in self.substrings:
             require(bool(s.strip().lstrip("=")), f"url.substrings: {s!r} is empty; write a word such as casino or =sex")
 
