@@ -62,7 +62,7 @@ def main() -> None:
             rows.append((s.name, name, len(docs), mb, dt))
     print(f"{'source':<14} {'filter':<22} {'docs':>5} {'MB':>6} {'docs/s':>9} {'MB/s':>7} {'share':>6}")
     by_source: dict[str, float] = {}
-    for src, name, n, mb, dt in rows:
+    for src, name, _n, _mb, dt in rows:
         if name.startswith("CHAIN"):
             by_source[src] = dt
     for src, name, n, mb, dt in rows:

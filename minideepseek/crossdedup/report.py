@@ -103,7 +103,7 @@ def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[
     n = len(ids)
     reasons = Counter(r["reason"] for r in removed.values())
     per_source: dict[str, Counter] = {}
-    for i, s in enumerate(srcs):
+    for s in srcs:
         per_source.setdefault(s, Counter())["docs_in"] += 1
     for i, r in removed.items():
         per_source[srcs[i]][r["reason"]] += 1
@@ -157,8 +157,9 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
     p = rep["params"]
     lines = [
         "# Cross-source dedup report", "",
-        f"Shingles: {p['shingle']} {p['ngram']}-grams; MinHash num_perm={p['num_perm']} (permutation seed {p['permutation_seed']}); "
-        f"LSH bands x rows = {p['bands']} x {p['rows']} (threshold {p['threshold']}); verify: {p['verify']} Jaccard >= threshold; "
+        f"Shingles: {p['shingle']} {p['ngram']}-grams; MinHash num_perm={p['num_perm']} "
+        f"(permutation seed {p['permutation_seed']}); LSH bands x rows = {p['bands']} x {p['rows']} "
+        f"(threshold {p['threshold']}); verify: {p['verify']} Jaccard >= threshold; "
         f"keep: {p['keep_policy']} ({p['source_priority']}).", "",
         f"Documents: {rep['docs_in']:,} in, {rep['docs_out']:,} out; removed: "
         + ", ".join(f"{k} {v:,}" for k, v in rep["removed"].items()) + f" (rate {100 * rep['rate']:.2f}%, "

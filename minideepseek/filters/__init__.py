@@ -1,7 +1,12 @@
 """Quality and safety filters of the ingestion path; importing this package registers them all."""
 
-from . import code, langid, pii, url  # noqa: F401  (registration side effects)
-from . import text_rules  # noqa: F401
+from . import (  # noqa: F401  (registration side effects)
+    code,
+    langid,
+    pii,
+    text_rules,  # noqa: F401
+    url,
+)
 from .base import FILTERS, DocContext, FilterResult, register
 from .chain import ChainOutcome, FilterChain
 

@@ -52,7 +52,8 @@ def filter_report_markdown(rep: dict[str, Any]) -> str:
     for s in rep["sources"]:
         lines.append(f"| {s['source']} | {' → '.join(s['chain']) or '(none)'} | {s['evaluated']:,} | {s['dropped']:,} | "
                      f"{100 * s['drop_rate']:.2f}% |")
-    lines += ["", "## Drops per rule", "", "| source | filter | reason | docs | share of evaluated |", "|---|---|---|---:|---:|"]
+    lines += ["", "## Drops per rule", "", "| source | filter | reason | docs | share of evaluated |",
+              "|---|---|---|---:|---:|"]
     for s in rep["sources"]:
         for fname, f in s["filters"].items():
             for reason, n in f["reasons"].items():

@@ -26,9 +26,9 @@ from ..sources import make_source
 from ..stage import StageRun, write_json_atomic, write_text_atomic
 from ..tokencount import TokenCounter
 from .config import MixSamplerConfig
+from .filter_report import build_filter_report, filter_report_markdown
 from .process import ProcessSettings, process_batch
 from .quota import Taker, run_quotas
-from .filter_report import build_filter_report, filter_report_markdown
 from .report import build_source_mix, source_mix_markdown
 
 log = logging.getLogger(__name__)
