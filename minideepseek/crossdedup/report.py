@@ -98,7 +98,7 @@ def measure_s_curve(nd: Any, cfg: Any, seed: int) -> dict[str, Any]:
 
 def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[int], removed: dict[int, dict],
                        near: dict[str, Any], exact_groups: int, mix: dict[str, Any], nd: Any,
-                       elapsed_s: float) -> dict[str, Any]:
+                       elapsed_s: float, components: list[str], index_of: dict[str, int]) -> dict[str, Any]:
     dc = cfg.dedup
     n = len(ids)
     reasons = Counter(r["reason"] for r in removed.values())
@@ -112,6 +112,11 @@ def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[
     for i, r in removed.items():
         if r["reason"] in ("exact", "near"):
             matrix[srcs[i]][r["kept_source"]] += 1
+    comp_pairs: Counter = Counter()
+    for i, r in removed.items():
+        if r["reason"] in ("exact", "near"):
+            k = index_of[r["kept"]]
+            comp_pairs[(f"{srcs[i]}:{components[i]}", f"{srcs[k]}:{components[k]}")] += 1
     clusters = near.get("clusters", [])
     giant = [{"size": len(c), "kept_candidates": [ids[i] for i in c[:5]], "sources": dict(Counter(srcs[i] for i in c))}
              for c in clusters if len(c) > dc.max_cluster_size]
@@ -124,7 +129,7 @@ def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[
         pairs.append({"removed": ids[i], "removed_source": srcs[i], "kept": r["kept"], "kept_source": r["kept_source"],
                       "reason": r["reason"], "jaccard_exact": r["jaccard"],
                       "removed_text": nd.text_of(i)[:160] if nd is not None else "",
-                      "kept_text": nd.text_of(ids.index(r["kept"]))[:160] if nd is not None else ""})
+                      "kept_text": nd.text_of(index_of[r["kept"]])[:160] if nd is not None else ""})
     return {
         "params": {"exact": dc.exact, "near": dc.near, "shingle": dc.shingle, "ngram": dc.ngram,
                    "num_perm": dc.num_perm, "threshold": dc.threshold, "bands": near.get("bands"),
@@ -141,6 +146,8 @@ def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[
                        for s, c in per_source.items()},
         "source_matrix": {"rows": "source of the removed document", "cols": "source of the kept document",
                           "counts": matrix},
+        "component_pairs": [{"removed": a, "kept": b, "count": c}
+                            for (a, b), c in sorted(comp_pairs.items(), key=lambda x: (-x[1], x[0]))],
         "near": {k: v for k, v in near.items() if k not in ("verified_edges", "clusters")},
         "cluster_size_histogram": _histogram([len(c) for c in clusters]),
         "largest_clusters": [len(c) for c in clusters[:10]],
@@ -174,6 +181,8 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
               "| removed \\ kept | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
     for a in names:
         lines.append(f"| {a} | " + " | ".join(f"{rep['source_matrix']['counts'][a][b]:,}" for b in names) + " |")
+    lines += ["", "## Duplicates by corpus component (removed -> kept)", "", "| removed | kept | docs |", "|---|---|---:|"]
+    lines += [f"| {x['removed']} | {x['kept']} | {x['count']:,} |" for x in rep["component_pairs"][:30]]
     nr = rep["near"]
     lines += ["", "## Near-duplicate clusters", "",
               f"Candidate pairs {nr.get('candidate_pairs', 0):,}, verified {nr.get('verified_pairs', 0):,}, "

@@ -78,12 +78,15 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
         raise ConfigError(f"dedup.source_priority names {unknown}, not sources of the recipe {[n for n, _ in recipe]}")
     priority = {name: i for i, name in enumerate(order)}
 
-    meta = datasets.load_from_disk(str(src_dir)).select_columns(["id", "source", "n_chars", "n_tokens", "hash"])
+    meta = datasets.load_from_disk(str(src_dir)).select_columns(["id", "source", "n_chars", "n_tokens", "hash",
+                                                                     "audit_trace"])
     ids: list[str] = meta["id"]
     srcs: list[str] = meta["source"]
     n_chars: list[int] = meta["n_chars"]
     n_tokens: list[int] = meta["n_tokens"]
     hashes: list[str] = meta["hash"]
+    # stage 1's first audit entry is "source:<source>:<component or format>": finer than the source
+    components = [t[0].split(":", 2)[-1] if t else "" for t in meta["audit_trace"]]
     n = len(ids)
     log.info("%s: %s documents from %s", STAGE, f"{n:,}", src_dir)
     is_copy = np.array(["#e" in i for i in ids], dtype=bool)
@@ -189,7 +192,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     kept_mask[list(removed)] = False
     mix = post_dedup_mix(recipe, srcs, n_tokens, n_chars, kept_mask)
     report = build_dedup_report(cfg, ids, srcs, n_chars, removed, near_info, exact_groups, mix,
-                                nd if dc.near else None, stage.elapsed())
+                                nd if dc.near else None, stage.elapsed(), components, index_of)
     contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
                           "per_benchmark": dict(Counter(h.benchmark for h in hits_all)),
                           "per_source": dict(sorted(Counter(h.source for h in hits_all).items())),

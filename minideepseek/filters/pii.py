@@ -11,10 +11,14 @@ byte-identical (the output is assembled from the untouched slices of the input).
 ``max_pii_per_doc`` set, a document with more redactions than that is dropped (``pii_too_many``):
 Llama 3 dropped PII-dense pages and domains instead of redacting them.
 
-Decisions (the field differs on each; these favour keeping technical text intact). Counts on
-the demo corpus are in the report that accompanied this module; in short, emails dominate
-(1,634 of 1,764 redactions: doc and source-file authors), no false positives seen in samples
-of the IP and phone hits after the rules below.
+Decisions (the field differs on each; these favour keeping technical text intact). On the demo
+corpus (11,246 docs) the rules below redact 1,634 emails (authors of docs and source files,
+mailing lists), 125 IPs (DNS-zone and log examples) and 36 phones (publisher contacts in
+Chinese man pages, fictional numbers in the Python docs); residual false positives in samples:
+an AIX level string ``5300-07-00-0000`` and a netmask ``2001:db00::0``. Before the
+section-number rule, 355 of 471 public-looking IPv4 hits were numbered headings such as
+``11.1.3.6.``; before the context rules, most phone hits were table rows, ranges and page
+numbers. ~7 MB/s, one process.
 
 * Emails: ``local@domain.tld`` with a 2+ letter TLD, not inside a longer token (ASCII
   boundaries: CJK text puts no space around an address). Kept: the RFC 2606/6761 reserved
