@@ -124,7 +124,8 @@ def require_upstream(run_dir: Path, artifact: str, producer: str, expected_confi
     if expected_config_hash is not None and man.get("config_hash") != expected_config_hash:
         raise StaleInputError(
             f"upstream artifact {adir} was built from a different config than {config_path} now gives; "
-            f"rerun `python {producer} --config {config_path}` (or `bash run_pipeline.sh --from {producer.removesuffix('.py')}`)")
+            f"rerun `python {producer} --config {config_path}` "
+            f"(or `bash run_pipeline.sh --from {producer.removesuffix('.py')}`)")
     return man
 
 
