@@ -577,3 +577,18 @@ def test_yaml_build_rejects_bad_values() -> None:
         build(FineWebConfig, {"new_line_ratio": 0.3}, "sources.web.filters[2](fineweb)")
     cfg = build(GopherQualityConfig, {"min_stop_words": None, "stop_words": ["The", "And"]}, "x")
     assert cfg.min_stop_words is None and cfg.stop_words == ("the", "and")
+
+
+def test_dup_ngram_count_modes_differ_by_first_occurrence():
+    from minideepseek.filters.gopher import GopherRepetition, GopherRepetitionConfig
+
+    # one 5-gram repeated twice among filler: "all" counts both copies, "repeats" only the second
+    filler = " ".join(f"w{i}" for i in range(30))
+    text = f"alpha beta gamma delta epsilon {filler} alpha beta gamma delta epsilon"
+    ctx = DocContext()
+    all_ = GopherRepetition(GopherRepetitionConfig())(text, ctx).signals["gopher_dup_5gram_char_frac"]
+    rep = GopherRepetition(GopherRepetitionConfig(dup_ngram_count="repeats"))(text, ctx).signals[
+        "gopher_dup_5gram_char_frac"]
+    assert all_ == pytest.approx(2 * rep, rel=1e-3) and rep > 0
+    with pytest.raises(ConfigError, match="dup_ngram_count"):
+        GopherRepetitionConfig(dup_ngram_count="some")

@@ -23,6 +23,9 @@ class DedupConfig:
     bands: int | None = None  # explicit banding, e.g. 14 x 8 (FineWeb): bands * rows <= num_perm
     rows: int | None = None
     seed: int = 1  # permutation seed; datasketch's default, so sketches compare with the seed's code
+    # "sha1": signatures identical to the seed's datasketch MinHash(); "mix64": a vectorized base
+    # hash, ~4x faster, identical to datasketch given minideepseek.dedup.datasketch_hashfunc("mix64")
+    base_hash: Literal["sha1", "mix64"] = "sha1"
     verify: Literal["exact", "estimated"] = "exact"  # candidate pairs must reach `threshold` Jaccard
     source_priority: tuple[str, ...] = ()  # keep policy, first wins; default: the recipe's source order
     max_cluster_size: int = 1000  # guard: clusters larger than this are named in the report

@@ -35,9 +35,9 @@ from .unionfind import UnionFind
 log = logging.getLogger(__name__)
 
 
-def _sig_batch(args: tuple[list[str], str, int, int, int]) -> np.ndarray:
-    texts, kind, n, num_perm, seed = args
-    return signatures_for_texts(texts, kind, n, num_perm, seed)
+def _sig_batch(args: tuple[list[str], str, int, int, int, str]) -> np.ndarray:
+    texts, kind, n, num_perm, seed, base_hash = args
+    return signatures_for_texts(texts, kind, n, num_perm, seed, base_hash)
 
 
 class NearDedup:
@@ -65,7 +65,7 @@ class NearDedup:
         bar = tqdm(total=len(todo), unit="docs", desc="minhash", mininterval=2)
 
         def submit(texts: list[str]) -> None:
-            args = (texts, c.shingle, c.ngram, c.num_perm, c.seed)
+            args = (texts, c.shingle, c.ngram, c.num_perm, c.seed, c.base_hash)
             if self.pool is None:
                 out.append(_sig_batch(args))
                 bar.update(len(texts))
@@ -101,11 +101,12 @@ class NearDedup:
         self._ds = datasets.load_from_disk(str(src_dir))
         uf = UnionFind(len(self.doc_index))
         verified = []
-        est_all = []
-        for a, b in tqdm(pairs.tolist(), unit="pairs", desc="verify", mininterval=2):
-            est = estimated_jaccard(self.sigs[a], self.sigs[b])
+        # pairs from a giant bucket are (star centre, member): verifying each checks every member
+        # against the centre, so a cluster never grows through unverified links
+        ests = estimated_jaccard(self.sigs[pairs[:, 0]], self.sigs[pairs[:, 1]]) if len(pairs) else []
+        for (a, b), est in tqdm(zip(pairs.tolist(), np.asarray(ests).tolist()), total=len(pairs), unit="pairs",
+                                desc="verify", mininterval=2):
             j = self._exact(a, b) if self.cfg.verify == "exact" else est
-            est_all.append(est)
             if j >= self.cfg.threshold:
                 uf.union(a, b)
                 verified.append((a, b, j, est))
@@ -128,7 +129,7 @@ class NearDedup:
         if k not in self._shingles:
             assert self._ds is not None
             text = self._ds[int(self.doc_index[k])]["text"]
-            self._shingles[k] = np.unique(shingle_hashes(text, self.cfg.shingle, self.cfg.ngram))
+            self._shingles[k] = shingle_hashes(text, self.cfg.shingle, self.cfg.ngram, self.cfg.base_hash)
         return self._shingles[k]
 
     def _exact(self, a: int, b: int) -> float:
@@ -143,7 +144,8 @@ class NearDedup:
         return self._ds[int(doc)]["text"]
 
     def shingles_of_text(self, text: str) -> np.ndarray:
-        return np.unique(shingle_hashes(text, self.cfg.shingle, self.cfg.ngram))
+        return shingle_hashes(text, self.cfg.shingle, self.cfg.ngram, self.cfg.base_hash)
 
     def sig_of_texts(self, texts: list[str]) -> np.ndarray:
-        return signatures_for_texts(texts, self.cfg.shingle, self.cfg.ngram, self.cfg.num_perm, self.cfg.seed)
+        return signatures_for_texts(texts, self.cfg.shingle, self.cfg.ngram, self.cfg.num_perm, self.cfg.seed,
+                                    self.cfg.base_hash)

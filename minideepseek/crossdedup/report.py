@@ -132,7 +132,7 @@ def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[
                       "kept_text": nd.text_of(index_of[r["kept"]])[:160] if nd is not None else ""})
     return {
         "params": {"exact": dc.exact, "near": dc.near, "shingle": dc.shingle, "ngram": dc.ngram,
-                   "num_perm": dc.num_perm, "threshold": dc.threshold, "bands": near.get("bands"),
+                   "num_perm": dc.num_perm, "base_hash": dc.base_hash, "threshold": dc.threshold, "bands": near.get("bands"),
                    "rows": near.get("rows"), "permutation_seed": dc.seed, "verify": dc.verify,
                    "keep_policy": "source priority, then longest, then smallest id",
                    "source_priority": list(dc.source_priority) or "recipe order"},

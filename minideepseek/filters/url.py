@@ -60,7 +60,7 @@ def resolve_path(path: str) -> Path | None:
 
 def _read_entries(path: Path) -> list[str]:
     out = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    with path.open(encoding="utf-8-sig", errors="replace") as fh:  # -sig: tolerate a BOM
         for line in fh:
             line = line.split("#", 1)[0].strip()
             if line:
@@ -83,7 +83,7 @@ def normalize_entry(entry: str) -> tuple[str, str]:
     """``(host, path_prefix)`` of a list entry; ``path_prefix`` is ``""`` for a domain entry."""
     e = _SCHEME.sub("", entry.strip().lower())
     host, _, path = e.partition("/")
-    host = _strip_www(host.split(":", 1)[0].rstrip("."))
+    host = _strip_www(host.split(":", 1)[0].strip("."))  # ".bad.com" (hosts-file style) = bad.com
     path = path.strip("/")
     return host, ("/" + path if path else "")
 
@@ -129,8 +129,9 @@ class UrlBlocklistConfig:
         for key in ("domains_files", "substrings_files"):
             for p in getattr(self, key):
                 if resolve_path(p) is None:
+                    where = sorted({str(REPO_ROOT), str(Path.cwd())}) if not Path(p).is_absolute() else [p]
                     raise ConfigError(
-                        f"url.{key}: file {p!r} not found (looked in {REPO_ROOT} and {Path.cwd()}); "
+                        f"url.{key}: file {p!r} not found (looked in {', '.join(where)}); "
                         "give an existing path (UT1 format: one domain per line, # comments), or remove it"
                     )
         for d in self.domains:

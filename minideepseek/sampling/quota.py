@@ -19,6 +19,8 @@ from ..records import RawDoc, Reject
 
 log = logging.getLogger(__name__)
 
+MAX_SKIPS = 64  # documents set aside in a row before a quota counts as met (bounded look-ahead)
+
 
 def apportion(total: float, weights: dict[str, float], integer: bool) -> dict[str, float]:
     """Split ``total`` by ``weights``; with ``integer`` use largest remainders so parts sum to total."""
@@ -70,6 +72,7 @@ class Taker:
         self.epoch = 1
         self._it = iter_epoch(1)
         self._pending: deque[dict] = deque()
+        self._skipped: list[dict] = []  # too large for the rest of the quota; retried if it grows
         self.exhausted = False
         self.taken = 0.0  # units accepted
         self.units: list[int] = []  # units per accepted doc, in order (for shrink truncation)
@@ -136,17 +139,29 @@ class Taker:
                 f"or raise the budget")
 
     def take_until(self, quota: float) -> None:
-        """Accept documents while that brings ``taken`` closer to ``quota``."""
-        while True:
+        """Accept documents while that brings ``taken`` closer to ``quota``.
+
+        A document too large for what is left of the quota is set aside (it is reconsidered first if
+        the quota grows) and the next ones are tried, up to ``MAX_SKIPS`` in a row: one huge page
+        must not end a source's sampling far below its quota. The bias this adds is confined to
+        the last half-document of each quota."""
+        if self._skipped:
+            self._pending.extendleft(reversed(self._skipped))
+            self._skipped = []
+        skips = 0
+        while quota - self.taken >= 0.5 and skips < MAX_SKIPS:
             if not self._pending and (self.exhausted or not self._refill()):
-                return
+                break
             row = self._pending[0]
             n = self._units(row)
-            if quota - self.taken < n / 2:
-                return
             if self.taken + n > self._cap() + n / 2:
                 self.exhausted = True  # max_epochs reached: this source can give no more
-                return
+                break
+            if quota - self.taken < n / 2:
+                self._skipped.append(self._pending.popleft())
+                skips += 1
+                continue
+            skips = 0
             self._pending.popleft()
             self.taken += n
             self.units.append(n)
@@ -159,6 +174,8 @@ class Taker:
     def short_of(self, quota: float) -> bool:
         """Exhausted with less than the quota (beyond the half-document rounding)."""
         if not self.exhausted:
+            return False
+        if self._skipped:  # what is left exists but overshoots: not a shortfall
             return False
         return quota - self.taken >= 0.5 if self.unit == "docs" else self.taken < quota * (1 - 1e-3)
 
