@@ -121,6 +121,12 @@ def require_upstream(run_dir: Path, artifact: str, producer: str, expected_confi
         raise StaleInputError(
             f"upstream artifact {adir} is missing or incomplete (no {MANIFEST}); "
             f"run `python {producer} --config {config_path}` first")
+    for inp in man.get("inputs", []):  # transitive: the upstream's own upstream may have moved on
+        dep = read_manifest(run_dir / inp["name"])
+        if dep is not None and dep.get("fingerprint") != inp.get("fingerprint"):
+            raise StaleInputError(
+                f"upstream artifact {adir} was built from an older {inp['name']}; rerun `python {producer} "
+                f"--config {config_path}` (or `bash run_pipeline.sh --from {producer.removesuffix('.py')}`)")
     if expected_config_hash is not None and man.get("config_hash") != expected_config_hash:
         raise StaleInputError(
             f"upstream artifact {adir} was built from a different config than {config_path} now gives; "

@@ -1,0 +1,43 @@
+"""Stage 3 config: a byte-level BPE trained on a stratified sample of ``mixed_dedup``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from ..config import require
+from ..runconfig import RunConfig
+
+SPECIAL_TOKENS = ("<|endoftext|>", "<|pad|>", "<|unk|>")  # ids 0, 1, 2 — fixed
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("eval_reference",)
+
+    vocab_size: int = 150_000  # the seed's 150K; DeepSeek-V3 itself uses ~128K (set 128_000)
+    min_frequency: int = 2
+    # "bytelevel": the seed's ByteLevel pre-tokenizer (GPT-2 regex inside); "deepseek": DeepSeek-V3's
+    # pre-split (digits in runs of <= 3, CJK runs isolated, punctuation+letters) then ByteLevel.
+    pre_tokenizer: Literal["bytelevel", "deepseek"] = "bytelevel"
+    sample_ratio: float = 1.0  # share of each source's non-held-out documents in the training sample
+    min_chars_per_source: int = 500_000  # floor: top a small source's sample up to this (if it has it)
+    heldout_fraction: float = 0.05  # per source, never in the training sample
+    heldout_min_docs: int = 10
+    heldout_max_docs: int = 200
+    eval_reference: bool = True  # compare with DeepSeek's and Qwen's tokenizers in the report
+
+    def __post_init__(self) -> None:
+        require(1_000 <= self.vocab_size <= 1_000_000, f"tokenizer.vocab_size={self.vocab_size}: use 32_000..200_000")
+        require(self.min_frequency >= 1, "tokenizer.min_frequency must be >= 1")
+        require(0.0 < self.sample_ratio <= 1.0, f"tokenizer.sample_ratio={self.sample_ratio} must be in (0, 1]; "
+                f"the seed's every-10th-row is 0.1")
+        require(0.0 <= self.heldout_fraction < 0.5, "tokenizer.heldout_fraction must be in [0, 0.5)")
+        require(0 <= self.heldout_min_docs <= self.heldout_max_docs, "tokenizer: need heldout_min_docs <= heldout_max_docs")
+        require(self.min_chars_per_source >= 0, "tokenizer.min_chars_per_source must be >= 0")
+
+
+@dataclass(frozen=True)
+class TokenizerStageConfig:
+    run: RunConfig = field(default_factory=RunConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)

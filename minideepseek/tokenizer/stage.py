@@ -1,0 +1,152 @@
+"""Stage 3 driver: ``mixed_dedup`` -> ``data/<run>/tokenizer/`` (tokenizer.json + HF config files)
+and ``reports/<run>/tokenizer_eval.{json,md}``.
+
+The training sample is streamed to the trainer (``train_from_iterator`` over a generator that reads
+the memory-mapped dataset), so memory holds the trainer's pair counts, not the corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+from ..arrow_io import iter_dataset_rows
+from ..config import config_hash
+from ..stage import InputRef, StageRun, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic
+from .build import new_tokenizer, new_trainer
+from .config import SPECIAL_TOKENS, TokenizerStageConfig
+from .evaluate import deepseek, evaluate, ours, qwen, token_samples
+from .report import eval_markdown
+from .sample import stratified_split
+
+log = logging.getLogger(__name__)
+
+STAGE = "train_tokenizer"
+ARTIFACT = "tokenizer"
+UPSTREAM = "mixed_dedup"
+SCHEMA_VERSION = 1
+
+
+def _texts(src: Path, wanted: set[int], batch: int = 256) -> Iterator[list[str]]:
+    buf: list[str] = []
+    for i, row in enumerate(iter_dataset_rows(src, columns=["text"])):
+        if i in wanted:
+            buf.append(row["text"])
+            if len(buf) >= batch:
+                yield buf
+                buf = []
+    if buf:
+        yield buf
+
+
+def hf_config_files(out: Path, model_max_length: int = 4096) -> None:
+    """tokenizer_config.json + special_tokens_map.json: what PreTrainedTokenizerFast reads."""
+    special = {"eos_token": "<|endoftext|>", "pad_token": "<|pad|>", "unk_token": "<|unk|>"}
+    added = {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
+                      "special": True} for i, t in enumerate(SPECIAL_TOKENS)}
+    write_json_atomic(out / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length,
+        "clean_up_tokenization_spaces": False, "add_bos_token": False, "add_eos_token": False,
+        "added_tokens_decoder": added, **special})
+    write_json_atomic(out / "special_tokens_map.json", special)
+
+
+def run_tokenizer(cfg: TokenizerStageConfig, upstream_config_hash: str, config_path: str,
+                  force: bool = False) -> dict[str, Any]:
+    run_dir = cfg.run.run_dir
+    up = require_upstream(run_dir, UPSTREAM, "cross_source_dedup.py", upstream_config_hash, config_path)
+    inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
+    stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
+    if not force and stage.up_to_date():
+        log.info("%s: %s is up to date; skipping (use --force to rebuild)", STAGE, stage.final_dir)
+        _publish(stage.final_dir, cfg.run.report_dir)
+        return stage.existing  # type: ignore[return-value]
+    tmp = stage.begin()
+    try:
+        man = _build(cfg, run_dir / UPSTREAM, tmp, stage)
+    except BaseException:
+        stage.abort()
+        raise
+    _publish(stage.final_dir, cfg.run.report_dir)
+    return man
+
+
+def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun) -> dict[str, Any]:
+    tc = cfg.tokenizer
+    meta = datasets.load_from_disk(str(src)).select_columns(["id", "source", "n_chars"])
+    sources, n_chars, ids = meta["source"], meta["n_chars"], meta["id"]
+    splits, sample_stats = stratified_split(tc, cfg.run.seed, sources, n_chars)
+    train_idx = {i for s in splits.values() for i in s.train}
+    log.info("%s: training sample %s docs (%s chars), held out %s docs", STAGE, f"{len(train_idx):,}",
+             f"{sum(v['train_chars'] for v in sample_stats.values()):,}",
+             f"{sum(v['heldout_docs'] for v in sample_stats.values()):,}")
+
+    tok = new_tokenizer(tc)
+    t0 = time.time()
+    tok.train_from_iterator(_texts(src, train_idx), trainer=new_trainer(tc), length=len(train_idx))
+    train_s = time.time() - t0
+    rss = peak_rss_mb()
+    final_vocab = tok.get_vocab_size()
+    for i, t in enumerate(SPECIAL_TOKENS):
+        assert tok.token_to_id(t) == i, f"special token {t} must have id {i}"
+    tok.save(str(tmp / "tokenizer.json"))
+    hf_config_files(tmp)
+    write_json_atomic(tmp / "sample.json", {
+        name: {"train": [ids[i] for i in s.train], "heldout": [ids[i] for i in s.heldout]}
+        for name, s in splits.items()})
+
+    heldout = {name: [] for name in splits}
+    held_idx = {i: name for name, s in splits.items() for i in s.heldout}
+    for i, row in enumerate(iter_dataset_rows(src, columns=["text"])):
+        if i in held_idx:
+            heldout[held_idx[i]].append(row["text"])
+    cands = [ours(tok)]
+    if tc.eval_reference:
+        cands.append(deepseek())
+        q = qwen()
+        if q is not None:
+            cands.append(q)
+    ev = evaluate(cands, heldout, final_vocab)
+    reached = final_vocab >= tc.vocab_size
+    report = {
+        "vocab_size_target": tc.vocab_size, "vocab_size_final": final_vocab, "reached_target": reached,
+        "why_not": None if reached else (
+            f"the training sample has only {final_vocab:,} distinct merges + alphabet with frequency >= "
+            f"{tc.min_frequency}; add text or lower tokenizer.vocab_size"),
+        "pre_tokenizer": tc.pre_tokenizer, "normalizer": "NFKC", "special_tokens": list(SPECIAL_TOKENS),
+        "sample": sample_stats, **ev, "tokens": token_samples(tok),
+    }
+    write_json_atomic(tmp / "tokenizer_eval.json", report)
+    write_text_atomic(tmp / "tokenizer_eval.md", eval_markdown(report))
+    if not reached:
+        log.warning("%s: vocab %s < target %s: %s", STAGE, f"{final_vocab:,}", f"{tc.vocab_size:,}", report["why_not"])
+    counters = {"vocab_size": final_vocab, "vocab_target": tc.vocab_size, "reached_target": reached,
+                "train_docs": len(train_idx), "train_chars": sum(v["train_chars"] for v in sample_stats.values()),
+                "heldout_docs": len(held_idx), "sample_per_source": sample_stats,
+                "round_trip": ev["round_trip"]}
+    return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss})
+
+
+def _publish(artifact_dir: Path, report_dir: Path) -> None:
+    report_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer_eval.json", "tokenizer_eval.md"):
+        if (artifact_dir / name).is_file():
+            shutil.copyfile(artifact_dir / name, report_dir / name)
+
+
+def upstream_hash(config_path: str, overrides: list[str]) -> str:
+    from ..crossdedup.config import DedupStageConfig
+    from ..runconfig import load_stage_config
+
+    return config_hash(load_stage_config(DedupStageConfig, config_path, overrides, quiet=True))
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,37 @@
+"""Stage 3: train a ~150K byte-level BPE (NFKC, ByteLevel) on a stratified sample of mixed_dedup.
+
+    python train_tokenizer.py --config configs/demo.yaml
+    python train_tokenizer.py --config configs/demo.yaml --set tokenizer.vocab_size=128000 --set tokenizer.pre_tokenizer=deepseek
+
+Writes data/<run>/tokenizer/ (tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+sample.json) and reports/<run>/tokenizer_eval.{json,md} (ours vs DeepSeek-V3 vs Qwen2.5 on
+held-out documents).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from minideepseek.cli import run_cli, setup_logging, stage_parser
+from minideepseek.runconfig import load_stage_config
+from minideepseek.tokenizer.config import TokenizerStageConfig
+from minideepseek.tokenizer.stage import run_tokenizer, upstream_hash
+
+
+def _run(args: argparse.Namespace) -> None:
+    cfg = load_stage_config(TokenizerStageConfig, args.config, args.overrides)
+    man = run_tokenizer(cfg, upstream_hash(args.config, args.overrides), args.config, force=args.force)
+    c = man["counters"]
+    print(f"tokenizer: vocab {c['vocab_size']:,} (target {c['vocab_target']:,}) from {c['train_docs']:,} docs in "
+          f"{cfg.run.run_dir / 'tokenizer'}; report: {cfg.run.report_dir / 'tokenizer_eval.md'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = stage_parser("train_tokenizer.py", __doc__ or "")
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    return run_cli(_run, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
