@@ -24,7 +24,8 @@ class Split:
     heldout: list[int] = field(default_factory=list)
 
 
-def stratified_split(cfg: TokenizerConfig, seed: int, sources: list[str], n_chars: list[int]) -> tuple[dict[str, Split], dict[str, Any]]:
+def stratified_split(cfg: TokenizerConfig, seed: int, sources: list[str],
+                     n_chars: list[int]) -> tuple[dict[str, Split], dict[str, Any]]:
     by_source: dict[str, list[int]] = {}
     for i, s in enumerate(sources):
         by_source.setdefault(s, []).append(i)
