@@ -16,7 +16,8 @@ def eval_markdown(r: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v['ok']}/{v['docs']}" for k, v in r["round_trip"].items())
         + f". Vocabulary utilization on held-out text: {100 * r['vocab_utilization']:.1f}% "
         f"({r['vocab_seen']:,} ids).", "",
-        "| source (domain) | tokenizer | docs | tokens/char | tokens/word | bytes/token | fragmentation <=2 chars | unk rate |",
+        "| source (domain) | tokenizer | docs | tokens/char | tokens/word | bytes/token | fragmentation <=2 chars "
+        "| unk rate |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for source, by_tok in r["per_source"].items():
