@@ -100,7 +100,8 @@ def main() -> None:
                 res = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
                 r = json.loads(res.stdout)
                 ratio = r["ours"]["tokens_per_s"] / r["deepseek_v3"]["tokens_per_s"]
-                print(f"encode threads={threads}: ours {r['ours']['tokens_per_s']:,} tok/s ({r['ours']['tokens']:,} tokens), "
+                print(f"encode threads={threads}: ours {r['ours']['tokens_per_s']:,} tok/s "
+                      f"({r['ours']['tokens']:,} tokens), "
                       f"deepseek_v3 {r['deepseek_v3']['tokens_per_s']:,} tok/s ({r['deepseek_v3']['tokens']:,} tokens); "
                       f"ratio {ratio:.2f}")
         else:
