@@ -22,11 +22,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import datasets
 import numpy as np
 from tqdm import tqdm
 
-from ..arrow_io import DatasetWriter, iter_dataset_rows
+from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns
 from ..config import ConfigError, config_hash
 from ..decontam import ContaminationIndex
 from ..records import DOC_FEATURES, SCHEMA_VERSION
@@ -78,15 +77,14 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
         raise ConfigError(f"dedup.source_priority names {unknown}, not sources of the recipe {[n for n, _ in recipe]}")
     priority = {name: i for i, name in enumerate(order)}
 
-    meta = datasets.load_from_disk(str(src_dir)).select_columns(["id", "source", "n_chars", "n_tokens", "hash",
-                                                                     "audit_trace"])
+    meta = read_columns(src_dir, ["id", "source", "n_chars", "n_tokens", "hash", "audit_trace"])
     ids: list[str] = meta["id"]
     srcs: list[str] = meta["source"]
     n_chars: list[int] = meta["n_chars"]
     n_tokens: list[int] = meta["n_tokens"]
     hashes: list[str] = meta["hash"]
     # stage 1's first audit entry is "source:<source>:<component or format>": finer than the source
-    components = [t[0].split(":", 2)[-1] if t else "" for t in meta["audit_trace"]]
+    components = [t[0].split(":", 2)[-1] if t else "" for t in meta.pop("audit_trace")]
     n = len(ids)
     log.info("%s: %s documents from %s", STAGE, f"{n:,}", src_dir)
     is_copy = np.array(["#e" in i for i in ids], dtype=bool)

@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import datasets
-
-from ..arrow_io import iter_dataset_rows
+from ..arrow_io import iter_dataset_rows, read_columns
 from ..config import config_hash
 from ..stage import InputRef, StageRun, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic
 from .build import new_tokenizer, new_trainer
@@ -80,7 +78,7 @@ def run_tokenizer(cfg: TokenizerStageConfig, upstream_config_hash: str, config_p
 
 def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun) -> dict[str, Any]:
     tc = cfg.tokenizer
-    meta = datasets.load_from_disk(str(src)).select_columns(["id", "source", "n_chars"])
+    meta = read_columns(src, ["id", "source", "n_chars"])
     sources, n_chars, ids = meta["source"], meta["n_chars"], meta["id"]
     splits, sample_stats = stratified_split(tc, cfg.run.seed, sources, n_chars)
     train_idx = {i for s in splits.values() for i in s.train}

@@ -1,0 +1,43 @@
+"""Stage 4 config: tokenize ``mixed_dedup`` with our tokenizer, pack into ``seq_len`` blocks, shuffle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from ..config import require
+from ..runconfig import RunConfig
+
+EOT_ID = 0  # <|endoftext|>, fixed by stage 3 (tokenizer.config.SPECIAL_TOKENS)
+PAD_ID = 1  # <|pad|>
+UNK_ID = 2  # <|unk|>
+
+
+@dataclass(frozen=True)
+class PackConfig:
+    # batch_docs and num_threads change how fast the stage runs, never what it writes (the tail is
+    # carried across batches, so block contents do not depend on batch boundaries: tested).
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("batch_docs", "num_threads")
+
+    seq_len: int = 4096  # tokens per block (the seed's SEQ_LEN); DeepSeek-V3 pretrains at 4K
+    # The last partial block of the whole run: "drop" it (reported) or "pad" it with <|pad|> (id 1)
+    tail: Literal["drop", "pad"] = "drop"
+    max_shard_bytes: int = 64 << 20  # a shard closes once it holds this many Arrow bytes
+    batch_docs: int = 256  # documents per encode_batch_fast call (~0.4M tokens, ~30 MB transient)
+    num_threads: int = 0  # tokenizer threads (RAYON_NUM_THREADS); 0 = all cores
+    decode_samples: int = 10  # random blocks decoded into the report, boundaries marked
+
+    def __post_init__(self) -> None:
+        require(16 <= self.seq_len <= 1 << 20, f"pack.seq_len={self.seq_len}: use 16..1048576 (4096 default)")
+        require(self.max_shard_bytes >= 4 * self.seq_len,
+                f"pack.max_shard_bytes={self.max_shard_bytes} is smaller than one block "
+                f"({4 * self.seq_len} bytes); raise it (64 MiB = {64 << 20} default)")
+        require(self.batch_docs >= 1, "pack.batch_docs must be >= 1 (256 default)")
+        require(self.num_threads >= 0, "pack.num_threads must be >= 0 (0 = all cores)")
+        require(self.decode_samples >= 0, "pack.decode_samples must be >= 0")
+
+
+@dataclass(frozen=True)
+class PackStageConfig:
+    run: RunConfig = field(default_factory=RunConfig)
+    pack: PackConfig = field(default_factory=PackConfig)

@@ -1,0 +1,124 @@
+"""Stage 4 driver: ``mixed_dedup`` + ``tokenizer`` -> ``data/<run>/packed/`` (uint32 blocks of
+``seq_len`` with document spans, shuffled, bounded ``.arrow`` shards) and
+``reports/<run>/packing_report.{json,md}``.
+
+Two seeded shuffles, both from ``run.seed``: documents before packing (so a block mixes sources
+instead of holding one source's run of documents) and blocks after packing (so a training run
+that reads shards in order still sees a shuffled stream). Their orders' sha256 are in the
+manifest. See ``packer.py`` for how memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import config_hash
+from ..sources.base import rng_for
+from ..stage import InputRef, StageRun, peak_rss_mb, read_manifest, require_upstream, write_json_atomic, write_text_atomic
+from .config import PackStageConfig
+from .mapped import MappedArrow
+from .packer import DocBatch, load_tokenizer, order_sha256, pack_documents
+from .report import REPORT_FILES, build_report, decode_samples, report_markdown
+
+log = logging.getLogger(__name__)
+
+STAGE = "pack_shuffle"
+ARTIFACT = "packed"
+DOCS, TOKENIZER = "mixed_dedup", "tokenizer"
+SCHEMA_VERSION = 1
+RELEASE_EVERY = 16  # document batches between drops of the upstream map's pages from RSS
+
+
+def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path: str,
+             force: bool = False) -> dict[str, Any]:
+    """Run stage 4 under the contract (skip when up to date, refuse stale upstreams)."""
+    run_dir = cfg.run.run_dir
+    docs = require_upstream(run_dir, DOCS, "cross_source_dedup.py", upstream_hashes[DOCS], config_path)
+    tok = require_upstream(run_dir, TOKENIZER, "train_tokenizer.py", upstream_hashes[TOKENIZER], config_path)
+    inputs = [InputRef(name=DOCS, path=str(run_dir / DOCS), fingerprint=docs["fingerprint"]),
+              InputRef(name=TOKENIZER, path=str(run_dir / TOKENIZER), fingerprint=tok["fingerprint"])]
+    stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
+    if not force and stage.up_to_date():
+        log.info("%s: %s is up to date; skipping (use --force to rebuild)", STAGE, stage.final_dir)
+        _publish(stage.final_dir, cfg.run.report_dir)
+        return stage.existing  # type: ignore[return-value]
+    tmp = stage.begin()
+    try:
+        man = _build(cfg, docs, tmp, stage)
+    except BaseException:
+        stage.abort()
+        raise
+    _publish(stage.final_dir, cfg.run.report_dir)
+    return man
+
+
+def doc_batches(docs: MappedArrow, order: np.ndarray, batch_docs: int) -> Iterator[DocBatch]:
+    """Documents in ``order``, ``batch_docs`` at a time, gathered from the memory-mapped upstream."""
+    for b, j in enumerate(range(0, len(order), batch_docs)):
+        t = docs.take(order[j:j + batch_docs])
+        yield DocBatch(t.column("id").to_pylist(), t.column("source").to_pylist(), t.column("text").to_pylist())
+        if b % RELEASE_EVERY == RELEASE_EVERY - 1:
+            docs.release()
+
+
+def upstream_shards(ds_dir: Path) -> list[Path]:
+    """The data files a ``save_to_disk`` directory lists in its state.json (no globbing)."""
+    state = json.loads((ds_dir / "state.json").read_text(encoding="utf-8"))
+    return [ds_dir / f["filename"] for f in state["_data_files"]]
+
+
+def recipe_weights(run_dir: Path) -> dict[str, float]:
+    """The recipe's source weights, from the config stage 1 recorded in mixed_raw's manifest."""
+    man = read_manifest(run_dir / "mixed_raw") or {}
+    return {s["name"]: float(s["weight"]) for s in man.get("config", {}).get("sources", [])}
+
+
+def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: StageRun) -> dict[str, Any]:
+    pc, seed, run_dir = cfg.pack, cfg.run.seed, cfg.run.run_dir
+    tok = load_tokenizer(run_dir / TOKENIZER / "tokenizer.json", pc.num_threads)
+    docs = MappedArrow(upstream_shards(run_dir / DOCS), "stream", columns=["id", "source", "text"])
+    doc_order = rng_for(seed, "pack", "documents").permutation(docs.num_rows)
+    log.info("%s: %s documents from %s, tokenizer vocab %s, seq_len %s, tail %s", STAGE, f"{docs.num_rows:,}",
+             run_dir / DOCS, f"{tok.get_vocab_size():,}", f"{pc.seq_len:,}", pc.tail)
+    try:
+        stats = pack_documents(doc_batches(docs, doc_order, pc.batch_docs), tok, pc,
+                               rng_for(seed, "pack", "blocks"), tmp, tmp / ".work")
+    finally:
+        docs.close()
+    assert stats.docs == docs.num_rows == docs_man["counters"].get("docs_out", stats.docs), \
+        "every upstream document is packed"
+    samples = decode_samples(tmp, tok, pc.decode_samples, rng_for(seed, "pack", "decode"))
+    report = build_report(stats, pc, recipe_weights(run_dir), samples, wall_s=stage.elapsed(),
+                          peak_rss=peak_rss_mb(), threads=pc.num_threads)
+    report["orders"] = {"doc_order_sha256": order_sha256(doc_order),
+                        "block_order_sha256": stats.block_order_sha256}
+    write_json_atomic(tmp / "packing_report.json", report)
+    write_text_atomic(tmp / "packing_report.md", report_markdown(report))
+    counters = {k: report[k] for k in ("docs", "blocks", "seq_len", "tokens_produced", "tokens_in_blocks",
+                                       "packing_efficiency", "dropped_tail_tokens", "pad_tokens", "eot")}
+    counters["shards"] = len(stats.shards)
+    return stage.commit(counters, volatile=REPORT_FILES, extra={"orders": report["orders"]})
+
+
+def _publish(artifact_dir: Path, report_dir: Path) -> None:
+    report_dir.mkdir(parents=True, exist_ok=True)
+    for name in REPORT_FILES:
+        if (artifact_dir / name).is_file():
+            shutil.copyfile(artifact_dir / name, report_dir / name)
+
+
+def upstream_hashes(config_path: str, overrides: list[str]) -> dict[str, str]:
+    """Config hashes stage 2 and stage 3 would record for this YAML + overrides (staleness check)."""
+    from ..crossdedup.config import DedupStageConfig
+    from ..runconfig import load_stage_config
+    from ..tokenizer.config import TokenizerStageConfig
+
+    return {DOCS: config_hash(load_stage_config(DedupStageConfig, config_path, overrides, quiet=True)),
+            TOKENIZER: config_hash(load_stage_config(TokenizerStageConfig, config_path, overrides, quiet=True))}
