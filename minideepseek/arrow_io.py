@@ -129,7 +129,7 @@ def read_columns(ds_dir: Path, columns: list[str]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {c: [] for c in columns}
     for f in state["_data_files"]:
         with pa.memory_map(str(Path(ds_dir) / f["filename"])) as src:
-            table = pa.ipc.open_stream(src).read_all().select(columns)
-            for c in columns:
-                out[c].extend(table.column(c).to_pylist())
+            for batch in pa.ipc.open_stream(src):  # batch by batch: the text column is never copied
+                for c in columns:
+                    out[c].extend(batch.column(c).to_pylist())
     return out
