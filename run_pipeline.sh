@@ -52,4 +52,4 @@ for stage in "${STAGES[@]}"; do
 done
 echo
 echo "pipeline finished in $(( $(date +%s) - t0 )) s"
-"$PY" -m minideepseek.runconfig "$CONFIG" ${SETS[@]+"${SETS[@]}"}
+"$PY" -m minideepseek.summary "$CONFIG" ${SETS[@]+"${SETS[@]}"}

@@ -1,0 +1,110 @@
+"""``reports/<run>/summary.md``: one page that links every report and states the pipeline's figures,
+read from the stage manifests (never from the raw data).
+
+    python -m minideepseek.summary configs/demo.yaml [--set run.name=...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+from .config import apply_overrides, build
+from .runconfig import RunConfig, load_yaml
+from .stage import git_commit, package_versions, read_manifest, write_json_atomic, write_text_atomic
+
+# (artifact, stage script, reports it publishes)
+STAGES = (
+    ("mixed_raw", "mix_sampler.py", ("source_mix.md", "filter_report.md")),
+    ("mixed_dedup", "cross_source_dedup.py", ("dedup_report.md", "contamination_report.md")),
+    ("tokenizer", "train_tokenizer.py", ("tokenizer_eval.md",)),
+    ("packed", "pack_shuffle.py", ("packing_report.md",)),
+    ("smoke_train", "smoke_train.py", ("smoke_train.md",)),
+)
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def figures(run: RunConfig) -> dict[str, Any]:
+    rd, rep = run.run_dir, run.report_dir
+    out: dict[str, Any] = {"run": run.name, "seed": run.seed, "stages": []}
+    for artifact, script, reports in STAGES:
+        man = read_manifest(rd / artifact)
+        out["stages"].append({
+            "artifact": artifact, "script": script, "present": man is not None,
+            "wall_s": man.get("wall_s") if man else None, "peak_rss_mb": man.get("peak_rss_mb") if man else None,
+            "finished_at": man.get("finished_at") if man else None, "fingerprint": man.get("fingerprint") if man else None,
+            "reports": [r for r in reports if (rep / r).is_file()]})
+    mix = _load(rep / "source_mix.json")
+    if mix:
+        out["docs_sampled"] = mix["totals"]["docs"]
+        out["tokens_sampled_deepseek"] = mix["totals"]["tokens"]
+        out["mix_max_deviation_pp"] = mix["totals"]["max_abs_deviation_pp"]
+        out["filtered"] = mix["totals"].get("filtered")
+    dd = _load(rep / "dedup_report.json")
+    if dd:
+        out["dedup"] = {"docs_in": dd["docs_in"], "docs_out": dd["docs_out"], "removed": dd["removed"],
+                        "dup_rate": dd["dup_rate"]}
+    tk = _load(rep / "tokenizer_eval.json")
+    if tk:
+        out["tokenizer"] = {"vocab": tk["vocab_size_final"], "target": tk["vocab_size_target"],
+                            "round_trip": tk["round_trip"].get("ours")}
+    pk = _load(rep / "packing_report.json")
+    if pk:
+        out["packing"] = {k: pk.get(k) for k in ("blocks", "tokens_in_blocks", "packing_efficiency", "seq_len")}
+    st = _load(rep / "smoke_train.json")
+    if st:
+        out["smoke_train"] = {k: st.get(k) for k in ("first_loss", "last_loss", "val_loss_first", "val_loss_last",
+                                                      "passed")}
+    out["environment"] = {"python": platform.python_version(), "packages": package_versions(), "git_commit": git_commit()}
+    return out
+
+
+def markdown(f: dict[str, Any]) -> str:
+    lines = [f"# Pipeline summary — run `{f['run']}` (seed {f['seed']})", "",
+             "| stage | artifact | wall (s) | peak RSS (MB) | reports |", "|---|---|---:|---:|---|"]
+    for s in f["stages"]:
+        links = ", ".join(f"[{r}]({r})" for r in s["reports"]) or "—"
+        wall = "not run" if not s["present"] else f"{s['wall_s']}"
+        lines.append(f"| `{s['script']}` | `{s['artifact']}` | {wall} | {s['peak_rss_mb'] or ''} | {links} |")
+    lines += ["", "## Figures", ""]
+    if "docs_sampled" in f:
+        lines.append(f"- sampled: {f['docs_sampled']:,} docs, {f['tokens_sampled_deepseek']:,} DeepSeek tokens; "
+                     f"max mix deviation {f['mix_max_deviation_pp']} pp; filtered {f.get('filtered', 0):,} docs")
+    if "dedup" in f:
+        d = f["dedup"]
+        lines.append(f"- dedup: {d['docs_in']:,} -> {d['docs_out']:,} docs ({d['removed']}), duplicate rate "
+                     f"{100 * d['dup_rate']:.2f}%")
+    if "tokenizer" in f:
+        t = f["tokenizer"]
+        lines.append(f"- tokenizer: vocab {t['vocab']:,} (target {t['target']:,}); round trip {t['round_trip']}")
+    if "packing" in f:
+        lines.append(f"- packing: {f['packing']}")
+    if "smoke_train" in f:
+        lines.append(f"- smoke train: {f['smoke_train']}")
+    env = f["environment"]
+    lines += ["", "## Environment", "", f"- Python {env['python']}; git commit `{env['git_commit']}`",
+              "- " + ", ".join(f"{k} {v}" for k, v in env["packages"].items() if k != "python"), ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("config")
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    args = ap.parse_args(argv)
+    run = build(RunConfig, apply_overrides(load_yaml(args.config), args.overrides).get("run") or {}, "run")
+    f = figures(run)
+    write_json_atomic(run.report_dir / "summary.json", f)
+    write_text_atomic(run.report_dir / "summary.md", markdown(f))
+    print(f"artifacts: {run.run_dir}/   reports: {run.report_dir}/   summary: {run.report_dir / 'summary.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
