@@ -26,12 +26,14 @@ class MappedArrow:
     addressed by a global row index across all their record batches."""
 
     def __init__(self, paths: Sequence[Path], fmt: Literal["stream", "file"],
-                 columns: list[str] | None = None) -> None:
+                 columns: list[str] | None = None, random: bool = False) -> None:
         self._maps: list[mmap.mmap] = []
         self.batches: list[pa.RecordBatch] = []
         for path in paths:
             with open(path, "rb") as fh:
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            if random:  # no read-ahead around each fault: a random gather touches only what it reads
+                mm.madvise(mmap.MADV_RANDOM)
             self._maps.append(mm)
             buf = pa.py_buffer(mm)
             if fmt == "stream":

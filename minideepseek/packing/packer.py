@@ -275,7 +275,7 @@ def write_group_rows(pc: PackConfig) -> int:
 
 def emit_shuffled(temp_path: Path, perm: np.ndarray, out_dir: Path, pc: PackConfig, stats: PackStats) -> None:
     """Phase 2: gather blocks in ``perm`` order from the temp file into the final shards."""
-    src = MappedArrow([temp_path], "file")
+    src = MappedArrow([temp_path], "file", random=True)
     writer = DatasetWriter(out_dir, packed_features(pc.seq_len), max_shard_bytes=pc.max_shard_bytes)
     rows = write_group_rows(pc)
     bar = tqdm(total=len(perm), unit="blocks", desc="shuffle+write", mininterval=2)
