@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-STAGES=(mix_sampler cross_source_dedup train_tokenizer)   # stages land one by one: pack_shuffle smoke_train
+STAGES=(mix_sampler cross_source_dedup train_tokenizer pack_shuffle)   # next: smoke_train
 
 usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
 CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=()

@@ -5,9 +5,12 @@ packing) and blocks from the pack-order temp file (shuffled after packing). ``pa
 do, but every page it touches stays mapped into this process and counts in its RSS until the map is
 closed, so the peak RSS of a run would grow with the data (the file-backed pages are reclaimable
 page cache, yet ``ru_maxrss`` counts them). We map the files with Python's ``mmap`` instead, hand the
-buffer to pyarrow zero-copy, and call ``madvise(MADV_DONTNEED)`` every few batches: the pages leave
+buffer to pyarrow zero-copy, and call ``madvise(MADV_DONTNEED)`` after each gather: the pages leave
 our RSS (they stay in the page cache, so re-reading them costs no disk I/O) and memory stays bounded
-by what one gather holds.
+by what one gather holds. Callers release after every gather: on a page fault the kernel maps the
+~64 KiB around it (fault-around), so a random gather of 16 KiB blocks maps 4x what it reads, and
+32 gathers between releases kept 130 MB of a 147 MB temp file in RSS (measured). ``madvise`` over
+the whole map is cheap (page-table walk of the resident part).
 """
 
 from __future__ import annotations
@@ -26,14 +29,12 @@ class MappedArrow:
     addressed by a global row index across all their record batches."""
 
     def __init__(self, paths: Sequence[Path], fmt: Literal["stream", "file"],
-                 columns: list[str] | None = None, random: bool = False) -> None:
+                 columns: list[str] | None = None) -> None:
         self._maps: list[mmap.mmap] = []
         self.batches: list[pa.RecordBatch] = []
         for path in paths:
             with open(path, "rb") as fh:
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            if random:  # no read-ahead around each fault: a random gather touches only what it reads
-                mm.madvise(mmap.MADV_RANDOM)
             self._maps.append(mm)
             buf = pa.py_buffer(mm)
             if fmt == "stream":

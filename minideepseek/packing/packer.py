@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 
 WRITE_GROUP_BYTES = 1 << 20  # tokens gathered per shuffled write: bounds memory and shard overshoot
 ENCODE_CHARS = 1 << 21  # characters per encode_batch_fast call (~0.5M tokens, ~55 MB of Encodings)
-RELEASE_EVERY = 32  # gathers between madvise(DONTNEED) of the mapped temp file
 _EOT = (EOT_ID,)
 
 
@@ -275,19 +274,20 @@ def write_group_rows(pc: PackConfig) -> int:
 
 def emit_shuffled(temp_path: Path, perm: np.ndarray, out_dir: Path, pc: PackConfig, stats: PackStats) -> None:
     """Phase 2: gather blocks in ``perm`` order from the temp file into the final shards."""
-    src = MappedArrow([temp_path], "file", random=True)
+    src = MappedArrow([temp_path], "file")
     writer = DatasetWriter(out_dir, packed_features(pc.seq_len), max_shard_bytes=pc.max_shard_bytes)
     rows = write_group_rows(pc)
     bar = tqdm(total=len(perm), unit="blocks", desc="shuffle+write", mininterval=2)
     try:
-        for g, j in enumerate(range(0, len(perm), rows)):
+        for j in range(0, len(perm), rows):
             table = src.take(perm[j:j + rows])
+            # after every gather: the kernel maps ~64 KiB around each faulting page (fault-around),
+            # so waiting 32 gathers let the mapped temp file reach 130 MB of RSS on a 147 MB file
+            src.release()
             ids = table.column("input_ids").chunk(0).flatten().to_numpy()
             stats.eot_in_blocks += int(np.count_nonzero(ids == EOT_ID))
             writer.write_batch(table)
             bar.update(table.num_rows)
-            if g % RELEASE_EVERY == RELEASE_EVERY - 1:
-                src.release()
     finally:
         bar.close()
         src.close()

@@ -33,7 +33,6 @@ STAGE = "pack_shuffle"
 ARTIFACT = "packed"
 DOCS, TOKENIZER = "mixed_dedup", "tokenizer"
 SCHEMA_VERSION = 1
-RELEASE_EVERY = 16  # document batches between drops of the upstream map's pages from RSS
 
 
 def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path: str,
@@ -61,11 +60,10 @@ def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path:
 
 def doc_batches(docs: MappedArrow, order: np.ndarray, batch_docs: int) -> Iterator[DocBatch]:
     """Documents in ``order``, ``batch_docs`` at a time, gathered from the memory-mapped upstream."""
-    for b, j in enumerate(range(0, len(order), batch_docs)):
+    for j in range(0, len(order), batch_docs):
         t = docs.take(order[j:j + batch_docs])
+        docs.release()  # the copy is taken: drop the mapped pages it faulted in (see mapped.py)
         yield DocBatch(t.column("id").to_pylist(), t.column("source").to_pylist(), t.column("text").to_pylist())
-        if b % RELEASE_EVERY == RELEASE_EVERY - 1:
-            docs.release()
 
 
 def upstream_shards(ds_dir: Path) -> list[Path]:
