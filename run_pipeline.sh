@@ -5,15 +5,17 @@
 #   bash run_pipeline.sh --config configs/classroom.yaml
 #   bash run_pipeline.sh --from mix_sampler --force   # rerun from one stage on
 #   bash run_pipeline.sh --only mix_sampler --set sampler.target_docs=2000
+#   NPROC=2 bash run_pipeline.sh --only smoke_train   # smoke train under torchrun, 2 processes
 #
 # First run: creates .venv and installs the pinned dependencies, builds the demo corpus into the
 # cache (~/.cache/minideepseek, or $MINIDEEPSEEK_CACHE). Later runs skip up-to-date stages.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-STAGES=(mix_sampler cross_source_dedup train_tokenizer pack_shuffle)   # next: smoke_train
+STAGES=(mix_sampler cross_source_dedup train_tokenizer pack_shuffle smoke_train)
+NPROC=${NPROC:-1}   # smoke_train processes: NPROC=2 runs it under torchrun (gloo on CPU, NCCL on GPUs)
 
-usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
 CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,7 +45,11 @@ for stage in "${STAGES[@]}"; do
   elif [ $started -eq 0 ]; then continue; fi
   echo "== $stage =="
   ts=$(date +%s)
-  if ! "$PY" "$stage.py" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"}; then
+  launch=("$PY" "$stage.py")
+  if [ "$stage" = smoke_train ] && [ "$NPROC" -gt 1 ]; then
+    launch=(.venv/bin/torchrun --standalone --nproc_per_node="$NPROC" "$stage.py")
+  fi
+  if ! "${launch[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"}; then
     echo "run_pipeline.sh: stage $stage failed; fix the error above, then rerun from it:" >&2
     echo "  bash run_pipeline.sh --config $CONFIG --from $stage" >&2
     exit 1

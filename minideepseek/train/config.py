@@ -1,0 +1,84 @@
+"""Stage 5 config: the ``train:`` section (model size, batch, schedule, evaluation, checkpoints)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from ..config import require
+from ..runconfig import RunConfig
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Defaults are the offline demo's: ~3.5 min on 2 CPU cores with the ~95K demo vocabulary,
+    where the tied embedding (12.2M of 12.6M parameters) and its output projection dominate."""
+
+    # These change how the run is executed or reported, not the weights it produces: thread count
+    # (fixed per run), when checkpoints are written, resuming (resume reproduces the uninterrupted
+    # run exactly: tested), stopping early to resume later, the exit code, the doc-mask benchmark.
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("num_threads", "checkpoint_interval", "resume", "stop_at_step",
+                                            "fail_on_criteria", "bench_steps", "log_interval")
+
+    # model (vocab_size comes from the stage-3 tokenizer, never from here)
+    n_layer: int = 2
+    d_model: int = 128
+    n_head: int = 4
+    rope_theta: float = 10_000.0
+    # data: seq_len <= the packed seq_len; shorter reads each block as seq_len windows (loader.py)
+    seq_len: int = 256
+    micro_batch: int = 4  # sequences per rank per forward
+    grad_accum: int = 1  # micro-batches per optimizer step; global batch = micro_batch * grad_accum * ranks
+    val_blocks: int = 16  # packed blocks held out (all their windows): never trained on
+    val_windows_per_block: int = 2  # windows of each held-out block evaluated (evenly spaced); 0 = all
+    doc_mask: bool = True  # block-diagonal causal attention per document + positions reset per document
+    # optimization: AdamW (betas 0.9/0.95), linear warmup then cosine to min_lr at max_steps
+    max_steps: int = 200
+    lr: float = 3e-3
+    warmup: int = 20
+    min_lr: float = 3e-4
+    weight_decay: float = 0.1  # on matrices and the (tied) embedding; not on norms
+    grad_clip: float = 1.0  # max global grad norm; 0 = off
+    loss_chunk: int = 1024  # positions per chunk of the output projection + cross-entropy
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bf16 autocast on CUDA, float32 on CPU
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    eval_interval: int = 50  # validation loss at step 0, every eval_interval steps and at the end
+    decode_samples: int = 10  # random packed training samples decoded into the report
+    generate_tokens: int = 40  # tokens the trained model generates per prompt in the report
+    # execution
+    num_threads: int = 0  # torch CPU threads per rank; 0 = cores / ranks on this node
+    checkpoint_interval: int = 50  # steps between resumable checkpoints; 0 = only at the end / stop
+    resume: bool = True  # continue from the latest matching checkpoint of an interrupted run
+    stop_at_step: int = 0  # stop after this step with a checkpoint, commit nothing (resume later); 0 = off
+    fail_on_criteria: bool = True  # exit 1 when a pass criterion fails (the report is still written)
+    bench_steps: int = 3  # forward+backward steps timed with and without the doc mask; 0 = skip
+    log_interval: int = 10
+
+    def __post_init__(self) -> None:
+        require(self.n_layer >= 1 and self.d_model >= 8 and self.n_head >= 1, "train: need n_layer >= 1, "
+                "d_model >= 8, n_head >= 1")
+        require(self.d_model % self.n_head == 0 and (self.d_model // self.n_head) % 2 == 0,
+                f"train.d_model={self.d_model} must split into n_head={self.n_head} heads of even size "
+                f"(e.g. d_model 128 with n_head 4)")
+        require(self.seq_len >= 8, f"train.seq_len={self.seq_len} must be >= 8")
+        require(self.micro_batch >= 1 and self.grad_accum >= 1, "train.micro_batch and train.grad_accum must be >= 1")
+        require(self.val_blocks >= 1, "train.val_blocks must be >= 1: the validation loss needs held-out blocks")
+        require(self.val_windows_per_block >= 0, "train.val_windows_per_block must be >= 0 (0 = all windows)")
+        require(self.max_steps >= 1, "train.max_steps must be >= 1")
+        require(0 < self.min_lr <= self.lr, f"train: need 0 < min_lr ({self.min_lr}) <= lr ({self.lr})")
+        require(0 <= self.warmup < self.max_steps, f"train.warmup={self.warmup} must be in [0, max_steps)")
+        require(self.weight_decay >= 0 and self.grad_clip >= 0, "train.weight_decay and train.grad_clip must be >= 0")
+        require(self.loss_chunk >= 1, "train.loss_chunk must be >= 1 (1024 default)")
+        require(self.eval_interval >= 1, "train.eval_interval must be >= 1")
+        require(self.decode_samples >= 0 and self.generate_tokens >= 0, "train.decode_samples/generate_tokens >= 0")
+        require(self.num_threads >= 0, "train.num_threads must be >= 0 (0 = cores / ranks)")
+        require(self.checkpoint_interval >= 0, "train.checkpoint_interval must be >= 0")
+        require(0 <= self.stop_at_step < self.max_steps or self.stop_at_step == 0,
+                f"train.stop_at_step={self.stop_at_step} must be 0 (off) or below max_steps={self.max_steps}")
+        require(self.bench_steps >= 0 and self.log_interval >= 1, "train.bench_steps >= 0, train.log_interval >= 1")
+
+
+@dataclass(frozen=True)
+class TrainStageConfig:
+    run: RunConfig = field(default_factory=RunConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)

@@ -1,0 +1,231 @@
+"""Stage 5 driver: ``packed`` + ``tokenizer`` -> ``data/<run>/smoke_train/`` (metrics.jsonl,
+batches.jsonl, checkpoint.pt, loss plot, report) and ``reports/<run>/smoke_train.{md,json}`` +
+``smoke_train_loss.png``.
+
+Every rank checks the upstream manifests (read-only, before any process group exists, so a stale
+input stops all of them with the same exit code 2) and the up-to-date test; then they train
+together and rank 0 alone writes, under the stage contract (temp dir, manifest last, rename).
+The artifact is also stale when the rank count changes: the global batch and the data each rank
+reads depend on it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+
+from ..config import config_hash
+from ..sources.base import rng_for
+from ..stage import InputRef, StageRun, StaleInputError, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic
+from .config import TrainStageConfig
+from .dist import DistEnv
+from .loader import PackedBlocks, SamplePlan
+from .report import REPORT_FILES, criteria, plot, report_markdown, spikes
+from .samples import generate, packed_samples
+from .trainer import (
+    Checkpoints,
+    TrainResult,
+    bench_doc_mask,
+    final_checkpoint,
+    model_config,
+    resolve_device,
+    setup_torch,
+    state_digest,
+    train,
+)
+
+log = logging.getLogger(__name__)
+
+STAGE = "smoke_train"
+ARTIFACT = "smoke_train"
+PACKED, TOKENIZER = "packed", "tokenizer"
+SCHEMA_VERSION = 1
+# Timings/memory, and torch.save's non-byte-stable file; state_digest.json + batches.jsonl are
+# reproducible on CPU and make up the fingerprint.
+VOLATILE = ("metrics.jsonl", "checkpoint.pt", *REPORT_FILES)
+
+
+def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], config_path: str,
+                    force: bool = False) -> dict[str, Any]:
+    """Run stage 5 under the contract; returns the manifest (rank 0), or {"status": "stopped"}."""
+    env = DistEnv.from_environ()
+    run_dir = cfg.run.run_dir
+    packed = require_upstream(run_dir, PACKED, "pack_shuffle.py", upstream_hashes[PACKED], config_path)
+    tok_man = require_upstream(run_dir, TOKENIZER, "train_tokenizer.py", upstream_hashes[TOKENIZER], config_path)
+    packed_tok = {i["name"]: i["fingerprint"] for i in packed.get("inputs", [])}.get(TOKENIZER)
+    if packed_tok != tok_man["fingerprint"]:
+        raise StaleInputError(f"{run_dir / PACKED} was packed with a different tokenizer than {run_dir / TOKENIZER}; "
+                              f"rerun `python pack_shuffle.py --config {config_path}`")
+    inputs = [InputRef(name=PACKED, path=str(run_dir / PACKED), fingerprint=packed["fingerprint"]),
+              InputRef(name=TOKENIZER, path=str(run_dir / TOKENIZER), fingerprint=tok_man["fingerprint"])]
+    stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
+    if not force and stage.up_to_date():
+        old_world = stage.existing["counters"].get("world_size")  # type: ignore[index]
+        if old_world == env.world:
+            log.info("%s: %s is up to date; skipping (use --force to rerun)", STAGE, stage.final_dir)
+            if env.is_main:
+                _publish(stage.final_dir, cfg.run.report_dir)
+            return stage.existing  # type: ignore[return-value]
+        log.info("%s: %s was trained on %s rank(s), now %s; rerunning", STAGE, stage.final_dir, old_world, env.world)
+    kind, amp = resolve_device(cfg.train)
+    threads = setup_torch(cfg.train, kind, env)
+    env.init(kind)
+    try:
+        if env.is_main:
+            stage.begin()
+        man = _train_and_write(cfg, stage, packed, tok_man, env, amp, threads)
+    except BaseException:
+        if env.is_main:
+            stage.abort()
+        raise
+    finally:
+        env.close()
+    return man
+
+
+def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, Any], tok_man: dict[str, Any],
+                     env: DistEnv, amp: torch.dtype | None, threads: int) -> dict[str, Any]:
+    tc, seed, run_dir = cfg.train, cfg.run.seed, cfg.run.run_dir
+    tok_path = run_dir / TOKENIZER / "tokenizer.json"
+    tok = Tokenizer.from_file(str(tok_path))
+    vocab = tok.get_vocab_size()
+    blocks = PackedBlocks(run_dir / PACKED)
+    plan = SamplePlan(blocks, tc.seq_len, tc.val_blocks, seed, vocab_size=vocab,
+                      val_windows_per_block=tc.val_windows_per_block)
+    log.info("%s: %s blocks of %s from %s -> %s training samples of %s (%s held-out blocks); vocab %s; %s rank(s) "
+             "on %s, %s thread(s) each, %s", STAGE, f"{blocks.num_blocks:,}", f"{blocks.seq_len:,}", run_dir / PACKED,
+             f"{len(plan.train_samples):,}", tc.seq_len, tc.val_blocks, f"{vocab:,}", env.world, env.device,
+             threads, "bf16 autocast" if amp else "float32")
+    identity = {"config_hash": stage.config_hash, "packed": packed["fingerprint"],
+                "tokenizer": tok_man["fingerprint"], "world_size": env.world}
+    ckpts = Checkpoints(run_dir / f"{ARTIFACT}.ckpt", identity)
+    t0 = time.time()
+    res = train(tc, plan, vocab, seed, env, ckpts, amp)
+    wall = time.time() - t0
+    if res.status == "stopped":
+        if env.is_main:
+            stage.abort()
+        blocks.close()
+        return {"status": "stopped", "step": res.step, "checkpoints": str(ckpts.dir)}
+    out: dict[str, Any] = {}
+    if env.is_main:
+        out = _write(cfg, stage, res, plan, tok, tok_path, tok_man, packed, env, amp, identity, wall, threads)
+        shutil.rmtree(ckpts.dir, ignore_errors=True)  # the artifact holds the final checkpoint
+    passed = env.broadcast_object(out.get("counters", {}).get("passed"))
+    env.barrier()
+    blocks.close()
+    return out or {"counters": {"passed": passed}}
+
+
+def _write(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: SamplePlan, tok: Tokenizer, tok_path: Path,
+           tok_man: dict[str, Any], packed: dict[str, Any], env: DistEnv, amp: torch.dtype | None,
+           identity: dict[str, Any], wall: float, threads: int) -> dict[str, Any]:
+    tc, seed = cfg.train, cfg.run.seed
+    tmp = stage.tmp_dir
+    assert tmp is not None
+    mcfg = model_config(tc, plan.vocab_size or 0)
+    torch.save(final_checkpoint(res, identity, mcfg), tmp / "checkpoint.pt")
+    write_json_atomic(tmp / "state_digest.json", state_digest(res.model, res.optimizer))
+    bench = bench_doc_mask(res.model, plan, tc, env.device, amp, tc.bench_steps) if tc.bench_steps else None
+    packed_dec = packed_samples(plan, tok, tc.decode_samples, rng_for(seed, "train", "decode"))
+    gens = generate(res.model, tok, env.device, tc.generate_tokens, seed)
+    with (tmp / "metrics.jsonl").open("w", encoding="utf-8") as fh:
+        for h in res.history:
+            fh.write(json.dumps({"kind": "train", **h}) + "\n")
+        for v in res.val:
+            fh.write(json.dumps({"kind": "val", **v}) + "\n")
+    with (tmp / "batches.jsonl").open("w", encoding="utf-8") as fh:
+        for b in res.batches:
+            fh.write(json.dumps(b) + "\n")
+
+    report = build_report(cfg, stage, res, plan, tok_path, tok_man, packed, env, amp, bench, packed_dec, gens, wall,
+                          threads)
+    plot(res.history, res.val, report["loss"]["spikes"], tmp / "smoke_train_loss.png",
+         f"{cfg.run.name}: {report['model']['params']['total'] / 1e6:.1f}M params, {report['batch']['global_tokens']:,} "
+         f"tokens/step")
+    write_json_atomic(tmp / "smoke_train.json", report)
+    write_text_atomic(tmp / "smoke_train.md", report_markdown(report))
+    c = report["criteria"]
+    counters = {"steps": res.step, "world_size": env.world, "params": report["model"]["params"]["total"],
+                "tokens_trained": res.step * report["batch"]["global_tokens"], "first_loss": report["loss"]["first"],
+                "last_loss": report["loss"]["last"], "val_first": report["val"]["first"],
+                "val_last": report["val"]["last"], "spikes": len(report["loss"]["spikes"]),
+                "median_tokens_per_s": report["throughput"]["median_tokens_per_s"], "passed": c["passed"],
+                "criteria": {k: c[k]["ok"] for k in ("loss_finite", "loss_decreased", "val_decreased")},
+                "status": res.status, "resumed_from": res.resumed_from}
+    man = stage.commit(counters, volatile=VOLATILE, extra={"device": str(env.device), "dtype": report["dtype"]})
+    _publish(stage.final_dir, cfg.run.report_dir)
+    log.info("%s: criteria %s", STAGE, "; ".join(f"{k}: {'ok' if c[k]['ok'] else 'FAILED'} ({c[k]['detail']})"
+                                                 for k in ("loss_finite", "loss_decreased", "val_decreased")))
+    return man
+
+
+def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: SamplePlan, tok_path: Path,
+                 tok_man: dict[str, Any], packed: dict[str, Any], env: DistEnv, amp: torch.dtype | None,
+                 bench: dict[str, Any] | None, packed_dec: list[dict[str, Any]], gens: list[dict[str, Any]],
+                 wall: float, threads: int) -> dict[str, Any]:
+    tc = cfg.train
+    losses = [h["loss"] for h in res.history]
+    rates = [h["tokens_per_s"] for h in res.history[min(2, len(res.history) - 1):]]  # skip warm-up steps
+    gtok = tc.micro_batch * tc.grad_accum * env.world * tc.seq_len
+    new_steps = res.step - (res.resumed_from or 0)
+    spk = spikes(losses)
+    val = res.val
+    return {
+        "run": cfg.run.name, "artifact": str(stage.final_dir), "status": res.status, "config_hash": stage.config_hash,
+        "device": str(env.device), "dtype": "bfloat16 autocast" if amp else "float32", "threads_per_rank": threads,
+        "wall_s": round(wall, 1), "data_dir": str(cfg.run.run_dir / PACKED),
+        "data": {"blocks": plan.blocks.num_blocks, "shards": len(plan.blocks.paths), "fingerprint": packed["fingerprint"],
+                 "packed_seq_len": plan.blocks.seq_len, "windows": plan.windows,
+                 "unused_per_block": plan.unused_per_block, "train_samples": len(plan.train_samples),
+                 "val_samples": len(plan.val_samples),
+                 "epochs_seen": round(res.step * tc.micro_batch * tc.grad_accum * env.world / len(plan.train_samples), 3)},
+        "seq_len": tc.seq_len, "doc_mask": tc.doc_mask,
+        "batch": {"micro_batch": tc.micro_batch, "grad_accum": tc.grad_accum, "world_size": env.world,
+                  "global_sequences": tc.micro_batch * tc.grad_accum * env.world, "global_tokens": gtok},
+        "model": {"n_layer": tc.n_layer, "d_model": tc.d_model, "n_head": tc.n_head, "params": res.model.num_params(),
+                  "d_ff": res.model.cfg.d_ff},
+        "tokenizer": {"path": str(tok_path), "vocab_size": plan.vocab_size, "fingerprint": tok_man["fingerprint"]},
+        "steps": {"first": 1 if res.history else 0, "last": res.step, "max_steps": tc.max_steps,
+                  "resumed_from": res.resumed_from},
+        "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None,
+                 "min": min(losses) if losses else None, "spikes": spk,
+                 "spike_rule": "loss > 1.5 x median of the previous 20 steps"},
+        "val": {"first": val[0]["val_loss"] if val else None, "last": val[-1]["val_loss"] if val else None,
+                "first_step": val[0]["step"] if val else None, "last_step": val[-1]["step"] if val else None,
+                "tokens": val[-1]["tokens"] if val else 0, "blocks": tc.val_blocks, "series": val},
+        "throughput": {"median_tokens_per_s": median(rates) if rates else 0.0,
+                       "overall_tokens_per_s": new_steps * gtok / max(wall, 1e-9),
+                       "train_s": round(res.train_s, 1), "eval_s": round(res.eval_s, 1), "mask_bench": bench},
+        "memory": {"peak_mb": max((h["mem_mb"] for h in res.history), default=peak_rss_mb()),
+                   "kind": "torch.cuda.max_memory_allocated" if env.device.type == "cuda" else "peak RSS (ru_maxrss)",
+                   "peak_rss_mb": peak_rss_mb()},
+        "samples": {"packed": packed_dec, "generated": gens},
+        "criteria": criteria(res.history, val, res.status),
+        "config": {k: getattr(tc, k) for k in tc.__dataclass_fields__},
+    }
+
+
+def _publish(artifact_dir: Path, report_dir: Path) -> None:
+    report_dir.mkdir(parents=True, exist_ok=True)
+    for name in REPORT_FILES:
+        if (artifact_dir / name).is_file():
+            shutil.copyfile(artifact_dir / name, report_dir / name)
+
+
+def upstream_hashes(config_path: str, overrides: list[str]) -> dict[str, str]:
+    """Config hashes stage 4 and stage 3 would record for this YAML + overrides (staleness check)."""
+    from ..packing.config import PackStageConfig
+    from ..runconfig import load_stage_config
+    from ..tokenizer.config import TokenizerStageConfig
+
+    return {PACKED: config_hash(load_stage_config(PackStageConfig, config_path, overrides, quiet=True)),
+            TOKENIZER: config_hash(load_stage_config(TokenizerStageConfig, config_path, overrides, quiet=True))}

@@ -1,0 +1,344 @@
+"""Stage 5 on a tiny real chain (stages 1-4 on stdlib code + Chinese prose) and a tiny model:
+chunked loss == full loss, loader determinism and exact resume, held-out blocks, document mask,
+a short run with its outputs, a 2-process gloo run, stale upstreams refused."""
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import cross_source_dedup
+import mix_sampler
+import pack_shuffle
+import smoke_train
+import train_tokenizer
+from minideepseek.stage import read_manifest
+from minideepseek.train.loader import LoaderState, PackedBlocks, RankLoader, SamplePlan
+from minideepseek.train.loss import IGNORE, chunked_lm_loss, full_lm_loss
+from minideepseek.train.model import GPT, ModelConfig
+from minideepseek.train.report import spikes
+
+ROOT = Path(__file__).resolve().parents[1]
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+ZH = ("天下大势，分久必合，合久必分。周末七国分争，并入于秦。及秦灭之后，楚、汉分争，又并入于汉。"
+      "汉朝自高祖斩白蛇而起义，一统天下，后来光武中兴，传至献帝，遂分为三国。")
+SEQ = 64  # packed block length
+TRAIN = {"n_layer": 1, "d_model": 64, "n_head": 2, "seq_len": 32, "micro_batch": 8, "val_blocks": 4,
+         "max_steps": 80, "warmup": 10, "lr": 0.01, "min_lr": 0.001, "eval_interval": 20, "loss_chunk": 50,
+         "decode_samples": 3, "generate_tokens": 5, "bench_steps": 1, "checkpoint_interval": 5, "num_threads": 1}
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """Stages 1-4 on local JSONL; packed blocks of 64 tokens, vocab 2000."""
+    tmp = tmp_path_factory.mktemp("train")
+    code = sorted(p for p in STDLIB.glob("*.py") if 3_000 < p.stat().st_size < 20_000)[:40]
+    rows = {"code": [{"id": p.stem, "text": p.read_text(encoding="utf-8")} for p in code],
+            "zh": [{"id": f"z{i}", "text": ZH[i % 17:] + ZH[: i % 17] + f" 第{i}回"} for i in range(40)]}
+    for name, rs in rows.items():
+        (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs))
+    cfg = {
+        "run": {"name": "t", "seed": 7, "data_dir": str(tmp / "data"), "reports_dir": str(tmp / "reports")},
+        "sources": [
+            {"name": "the_stack_v2", "type": "local", "path": str(tmp / "code.jsonl"), "id_field": "id",
+             "fmt": "code", "weight": 0.8},
+            {"name": "wanjuan_zh", "type": "local", "path": str(tmp / "zh.jsonl"), "id_field": "id", "weight": 0.2},
+        ],
+        "sampler": {"target_docs": 80, "num_proc": 1},
+        "dedup": {"num_proc": 1, "scurve_docs": 10, "near": False},
+        "decontam": {"enabled": False},
+        "tokenizer": {"vocab_size": 2000, "heldout_min_docs": 3, "min_chars_per_source": 1000,
+                      "eval_reference": False},
+        "pack": {"seq_len": SEQ, "max_shard_bytes": 64 << 10, "decode_samples": 2},
+        "train": TRAIN,
+    }
+    p = tmp / "cfg.yaml"
+    p.write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    for stage in (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle):
+        assert stage.main(["--config", str(p)]) == 0
+    return tmp, p
+
+
+def _train(cfg: Path, *sets: str, force: bool = True) -> int:
+    argv = ["--config", str(cfg)] + (["--force"] if force else [])
+    for s in sets:
+        argv += ["--set", s]
+    return smoke_train.main(argv)
+
+
+def _metrics(out: Path) -> tuple[list[dict], list[dict]]:
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["kind"] == "train"], [r for r in rows if r["kind"] == "val"]
+
+
+def _plan(tmp: Path, seed: int = 7, val_blocks: int = 4) -> SamplePlan:
+    return SamplePlan(PackedBlocks(tmp / "data" / "t" / "packed"), 32, val_blocks, seed, vocab_size=2000)
+
+
+# -- loss ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_chunked_loss_equals_full_loss_and_grads(chunk):
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(3, 17, 16, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(50, 16, dtype=torch.float64, generator=g, requires_grad=True)
+    t = torch.randint(0, 50, (3, 17), generator=g)
+    t[0, 3] = t[2, -1] = IGNORE
+    a = chunked_lm_loss(h, w, t, chunk)
+    ga = torch.autograd.grad(a * 2.5, (h, w))  # a non-unit upstream gradient is scaled through
+    b = full_lm_loss(h, w, t)
+    gb = torch.autograd.grad(b * 2.5, (h, w))
+    assert torch.allclose(a, b, rtol=1e-12, atol=0)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=1e-10, atol=1e-14)
+    with torch.no_grad():  # the evaluation path (no gradient buffers) gives the same number
+        assert torch.allclose(chunked_lm_loss(h, w, t, chunk), b, rtol=1e-12)
+
+
+def test_chunked_loss_under_bf16_autocast():
+    """The GPU path (bf16 autocast), run on CPU: within bf16 rounding of the full-logits loss."""
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(64, 32, generator=g, requires_grad=True)
+    w = (torch.randn(500, 32, generator=g) * 0.1).requires_grad_()
+    t = torch.randint(0, 500, (64,), generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a = chunked_lm_loss(h, w, t, 16)
+    ga = torch.autograd.grad(a, (h, w))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        b = full_lm_loss(h, w, t)
+    gb = torch.autograd.grad(b, (h, w))
+    assert a.dtype == torch.float32 and ga[0].dtype == h.dtype and ga[1].dtype == w.dtype
+    assert torch.allclose(a, b, rtol=1e-3)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=5e-2, atol=2e-3)
+
+
+def test_model_chunked_loss_matches_full_logits():
+    torch.manual_seed(0)
+    m = GPT(ModelConfig(vocab_size=300, n_layer=1, d_model=32, n_head=2, max_seq_len=16)).double()
+    x, y = torch.randint(0, 300, (2, 16)), torch.randint(0, 300, (2, 16))
+    m(x, y, loss_chunk=5).backward()
+    chunked = {n: p.grad.clone() for n, p in m.named_parameters()}
+    m.zero_grad()
+    full_lm_loss(m.hidden(x), m.embed.weight, y).backward()
+    for n, p in m.named_parameters():
+        assert torch.allclose(chunked[n], p.grad, rtol=1e-9, atol=1e-13), n
+
+
+# -- loader --------------------------------------------------------------------------------------
+
+def test_loader_maps_blocks_without_copy_and_splits_heldout(chain):
+    tmp, _ = chain
+    plan = _plan(tmp)
+    blk = plan.blocks
+    ids, starts, ends = blk.block(0)
+    assert ids.dtype == np.uint32 and ids.shape == (SEQ,) and not ids.flags["OWNDATA"]  # a view of the map
+    assert starts[0] == 0 and ends[-1] == SEQ and np.all(starts[1:] == ends[:-1])
+    assert plan.windows == 2 and len(plan.val_block_ids) == 4
+    assert not set(plan.val_block_ids) & set(plan.train_block_ids)
+    assert set(plan.val_block_ids) | set(plan.train_block_ids) == set(range(blk.num_blocks))
+    train_blocks = set((plan.train_samples // plan.windows).tolist())
+    assert not train_blocks & set((plan.val_samples // plan.windows).tolist())
+    for ep in range(3):  # no epoch ever trains on a held-out window
+        assert not set(plan.epoch_order(ep).tolist()) & set(plan.val_samples.tolist())
+    assert np.array_equal(_plan(tmp).val_block_ids, plan.val_block_ids)  # seeded
+    assert not np.array_equal(_plan(tmp, seed=8).val_block_ids, plan.val_block_ids)
+    few = SamplePlan(blk, 16, 4, 7, val_windows_per_block=2)  # 4 windows per block, 2 evaluated
+    assert np.array_equal(few.val_block_ids, _plan(tmp).val_block_ids) and len(few.val_samples) == 8
+    assert set((few.val_samples % 4).tolist()) == {0, 3}
+
+
+def test_loader_deterministic_resume_and_rank_split(chain):
+    tmp, _ = chain
+    plan = _plan(tmp)
+    per_epoch = len(plan.train_samples) // 4
+    n = per_epoch + 9  # crosses an epoch boundary
+    full = RankLoader(plan, 4, 0, 1)
+    seq = [full.next_samples() for _ in range(n)]
+    k = per_epoch - 3
+    head = RankLoader(plan, 4, 0, 1)
+    for _ in range(k):
+        head.next_samples()
+    state = LoaderState(head.state.epoch, head.state.position)
+    resumed = RankLoader(_plan(tmp), 4, 0, 1, state)  # a fresh plan and loader, as in a new process
+    assert all(np.array_equal(a, resumed.next_samples()) for a in seq[k:])
+    assert resumed.state.epoch == 1
+    # one epoch holds every training sample exactly once
+    first = np.concatenate(seq[:per_epoch]).tolist()
+    assert len(set(first)) == len(first) and set(first) <= set(plan.train_samples.tolist())
+    # two ranks: disjoint within an epoch, each resumable from the shared state
+    r0, r1 = RankLoader(plan, 4, 0, 2), RankLoader(plan, 4, 1, 2)
+    a = [r0.next_samples() for _ in range(r0.per_epoch)]
+    b = [r1.next_samples() for _ in range(r1.per_epoch)]
+    assert not set(np.concatenate(a).tolist()) & set(np.concatenate(b).tolist())
+    r1b = RankLoader(plan, 4, 1, 2, LoaderState(0, 5))
+    assert np.array_equal(r1b.next_samples(), b[5])
+
+
+def test_targets_positions_and_segments(chain):
+    tmp, _ = chain
+    plan = _plan(tmp)
+    for s in plan.train_samples[:40].tolist():
+        b = plan.gather(np.array([s]))
+        blk, w = divmod(s, plan.windows)
+        ids, starts, ends = plan.blocks.block(blk)
+        lo = w * 32
+        assert np.array_equal(b.tokens[0], ids[lo:lo + 32])
+        nxt = ids[lo + 1:lo + 33].astype(np.int64)
+        assert np.array_equal(b.targets[0, :len(nxt)], nxt)
+        if lo + 32 == SEQ:
+            assert b.targets[0, -1] == IGNORE  # the block's last token has no next token
+        assert plan.documents_per_sample(np.array([s]))[0] == b.segments[0].max() + 1
+        for t in range(32):  # position restarts at each document start (or the window start)
+            k = int(np.searchsorted(ends, lo + t, side="right"))
+            assert b.positions[0, t] == lo + t - max(int(starts[k]), lo)
+            assert b.segments[0, t] == k - int(np.searchsorted(ends, lo, side="right"))
+
+
+# -- document mask -------------------------------------------------------------------------------
+
+def test_document_mask_isolates_documents():
+    torch.manual_seed(0)
+    m = GPT(ModelConfig(vocab_size=100, n_layer=2, d_model=32, n_head=2, max_seq_len=32)).eval()
+    T, cut = 32, 11  # document A = [0, 11), document B = [11, 32)
+    seg = torch.tensor([[0] * cut + [1] * (T - cut)])
+    pos = torch.tensor([list(range(cut)) + list(range(T - cut))])
+    x = torch.randint(3, 100, (1, T))
+    x2 = x.clone()
+    x2[0, :cut] = torch.randint(3, 100, (cut,))  # another document A
+    with torch.no_grad():
+        h, h2 = m.hidden(x, seg, pos), m.hidden(x2, seg, pos)
+        assert torch.equal(h[0, cut:], h2[0, cut:]), "document B must not see document A"
+        assert not torch.allclose(h[0, :cut], h2[0, :cut])
+        u, u2 = m.hidden(x), m.hidden(x2)  # without the mask, B reads A
+        assert not torch.allclose(u[0, cut:], u2[0, cut:])
+        # positions reset: B computes the same as when it starts a sequence of its own
+        alone = m.hidden(x[:, cut:])
+        assert torch.allclose(h[0, cut:], alone[0], atol=1e-5)
+
+
+def test_spike_rule():
+    losses = [5.0] * 25 + [8.0] + [5.0] * 5
+    assert [s["step"] for s in spikes(losses)] == [26]
+
+
+# -- the stage -----------------------------------------------------------------------------------
+
+def test_short_run_outputs_and_report(chain):
+    tmp, cfg = chain
+    assert _train(cfg) == 0
+    out = tmp / "data" / "t" / "smoke_train"
+    man = read_manifest(out)
+    assert man["stage"] == "smoke_train" and man["counters"]["passed"] and man["counters"]["world_size"] == 1
+    assert [i["name"] for i in man["inputs"]] == ["packed", "tokenizer"]
+    train, val = _metrics(out)
+    assert [r["step"] for r in train] == list(range(1, 81))
+    assert {"loss", "lr", "tokens_per_s", "mem_mb", "grad_norm"} <= set(train[0])
+    assert [v["step"] for v in val] == [0, 20, 40, 60, 80] and val[-1]["val_loss"] < val[0]["val_loss"]
+    assert np.mean([r["loss"] for r in train[-50:]]) < 0.9 * np.mean([r["loss"] for r in train[:10]])
+    assert (out / "smoke_train_loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "checkpoint.pt").is_file() and not (tmp / "data" / "t" / "smoke_train.ckpt").exists()
+    rep_dir = tmp / "reports" / "t"
+    md = (rep_dir / "smoke_train.md").read_text()
+    for row in ("数据目录", "样本长度", "batch 配置", "模型规模", "tokenizer", "step 范围", "loss 曲线",
+                "validation loss", "tokens/s", "peak memory", "样本解码", "Failure handling", "PASS"):
+        assert row in md, row
+    rep = json.loads((rep_dir / "smoke_train.json").read_text())
+    assert rep["criteria"]["passed"] and len(rep["samples"]["packed"]) == 3 and len(rep["samples"]["generated"]) == 5
+    assert rep["throughput"]["mask_bench"]["with_mask"] > 0 and (rep_dir / "smoke_train_loss.png").is_file()
+    assert rep["tokenizer"]["vocab_size"] == 2000  # from the tokenizer, not the config
+    # up to date: a rerun skips (same manifest), and the fingerprint is reproducible with --force
+    assert _train(cfg, force=False) == 0
+    assert read_manifest(out)["started_at"] == man["started_at"]
+
+
+def test_resume_is_bit_exact(chain):
+    tmp, cfg = chain
+    out, ck = tmp / "data" / "t" / "smoke_train", tmp / "data" / "t" / "smoke_train.ckpt"
+    sets = ("train.max_steps=12", "train.eval_interval=4", "train.bench_steps=0", "train.fail_on_criteria=false")
+    assert _train(cfg, *sets) == 0
+    ref = read_manifest(out)
+    ref_train, ref_val = _metrics(out)
+    ref_batches = (out / "batches.jsonl").read_text()
+    assert _train(cfg, *sets, "train.stop_at_step=7") == 0  # "killed" after step 7: nothing committed
+    assert read_manifest(out)["started_at"] == ref["started_at"] and (ck / "step-0000007.pt").is_file()
+    assert _train(cfg, *sets) == 0  # resumes at 7 in a fresh loader/model/optimizer
+    man = read_manifest(out)
+    assert man["counters"]["resumed_from"] == 7
+    train, val = _metrics(out)
+    assert [r["loss"] for r in train] == [r["loss"] for r in ref_train]  # bit for bit
+    assert [v["val_loss"] for v in val] == [v["val_loss"] for v in ref_val]
+    assert (out / "batches.jsonl").read_text() == ref_batches
+    assert man["fingerprint"] == ref["fingerprint"]  # same weights, optimizer and batches
+    # a checkpoint from another config is not resumed
+    assert _train(cfg, *sets, "train.stop_at_step=3") == 0
+    assert _train(cfg, *sets, "train.lr=0.02") == 0
+    assert read_manifest(out)["counters"]["resumed_from"] is None
+
+
+def test_criteria_failure_exits_1(chain):
+    tmp, cfg = chain
+    assert _train(cfg, "train.max_steps=12", "train.lr=0.000001", "train.min_lr=0.000001", "train.bench_steps=0",
+                  "train.decode_samples=0", "train.generate_tokens=0") == 1
+    assert not read_manifest(tmp / "data" / "t" / "smoke_train")["counters"]["passed"]  # still reported
+    assert _train(cfg, "train.max_steps=12", "train.lr=0.000001", "train.min_lr=0.000001", "train.bench_steps=0",
+                  "train.decode_samples=0", "train.generate_tokens=0", "train.fail_on_criteria=false",
+                  force=False) == 0
+
+
+def test_stale_or_missing_upstream_refused(chain, capsys):
+    tmp, cfg = chain
+    assert _train(cfg, "pack.seq_len=32") == 2  # packed was built with seq_len 64
+    assert "pack_shuffle.py" in capsys.readouterr().err
+    assert _train(cfg, "run.name=nothing") == 2  # no upstream at all
+    assert _train(cfg, "train.seq_len=128") == 2  # longer than the packed blocks
+    assert "train.seq_len" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_two_process_gloo(chain):
+    """torchrun, 2 ranks on gloo: disjoint batches, rank 0 alone writes, and a stop + resume under
+    DDP replays the uninterrupted run's batches (and losses: same arithmetic on the same CPU)."""
+    tmp, cfg = chain
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    sets = ["train.max_steps=8", "train.eval_interval=4", "train.bench_steps=0", "train.generate_tokens=0",
+            "train.warmup=2", "train.fail_on_criteria=false"]
+
+    def torchrun(*extra: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               str(ROOT / "smoke_train.py"), "--config", str(cfg), "--force"]
+        for x in (*sets, *extra):
+            cmd += ["--set", x]
+        res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr[-3000:]
+        return res
+
+    res = torchrun()
+    out = tmp / "data" / "t" / "smoke_train"
+    man = read_manifest(out)
+    assert man["counters"]["world_size"] == 2 and man["counters"]["steps"] == 8
+    seen: list[set] = [set(), set()]
+    batches = (out / "batches.jsonl").read_text()
+    for line in batches.splitlines():
+        r0, r1 = json.loads(line)["samples"]
+        assert len(r0) == len(r1) == TRAIN["micro_batch"] and not set(r0) & set(r1)
+        seen[0] |= set(r0)
+        seen[1] |= set(r1)
+    assert not seen[0] & seen[1]  # 8 steps stay within one epoch: the ranks never share a sample
+    assert not list((tmp / "data" / "t").glob("smoke_train.tmp-*")) and (tmp / "reports" / "t" / "smoke_train.md").is_file()
+    assert res.stdout.count("smoke_train:") == 1  # only rank 0 reports
+    losses = [r["loss"] for r in _metrics(out)[0]]
+
+    torchrun("train.stop_at_step=4")
+    assert read_manifest(out)["started_at"] == man["started_at"]  # nothing committed
+    torchrun()
+    assert read_manifest(out)["counters"]["resumed_from"] == 4
+    assert (out / "batches.jsonl").read_text() == batches
+    assert [r["loss"] for r in _metrics(out)[0]] == losses
