@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.loss_memory:
         rows = []
         for variant in ("chunked", "full"):
-            args = [sys.executable, __file__, "--child", variant] + [x for x in (argv or sys.argv[1:]) if x != "--loss-memory"]
+            rest = [x for x in (argv or sys.argv[1:]) if x != "--loss-memory"]
+            args = [sys.executable, __file__, "--child", variant, *rest]
             rows.append(json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout))
         result = {"loss_memory": rows}
     else:
