@@ -37,7 +37,7 @@ def _small_train(cfg_path: Path) -> None:
     if "pack" in cfg:
         cfg["pack"]["seq_len"] = 256
     if "train" in cfg:
-        cfg["train"].update({"max_steps": 12, "eval_interval": 6, "seq_len": 128, "micro_batch": 4,
+        cfg["train"].update({"max_steps": 12, "warmup": 2, "eval_interval": 6, "seq_len": 128, "micro_batch": 4,
                              "val_blocks": 4, "fail_on_criteria": False})
     cfg_path.write_text(yaml.safe_dump(cfg, allow_unicode=True))
 
