@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -110,6 +111,14 @@ def peak_rss_mb() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return round(max(own, kids) / 1024, 1)  # ru_maxrss is KiB on Linux
+
+
+def publish_reports(artifact_dir: Path, report_dir: Path, names: tuple[str, ...]) -> None:
+    """Copy an artifact's report files to ``reports/<run>/`` (the artifact keeps the originals)."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if (artifact_dir / name).is_file():
+            shutil.copyfile(artifact_dir / name, report_dir / name)
 
 
 def require_upstream(run_dir: Path, artifact: str, producer: str, expected_config_hash: str | None = None,
@@ -254,6 +263,25 @@ class StageRun:
         log.info("%s: wrote %s (%s files, %.1f MB) in %.1f s", self.stage, self.final_dir, len(files),
                  manifest["outputs"]["total_bytes"] / 1e6, wall)
         return manifest
+
+    def execute(self, build: Callable[[Path], dict[str, Any]], report_dir: Path, reports: tuple[str, ...],
+                force: bool = False) -> dict[str, Any]:
+        """The contract around a stage body: skip when up to date (unless ``force``), else build into
+        the tmp dir (``build(tmp)`` must end with ``commit``), abort on any error; then publish the
+        artifact's reports to ``report_dir``."""
+        if not force and self.up_to_date():
+            log.info("%s: %s is up to date; skipping (use --force to rebuild)", self.stage, self.final_dir)
+            man = self.existing
+            assert man is not None
+        else:
+            tmp = self.begin()
+            try:
+                man = build(tmp)
+            except BaseException:
+                self.abort()
+                raise
+        publish_reports(self.final_dir, report_dir, reports)
+        return man
 
     def abort(self) -> None:
         if self.tmp_dir is not None:

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 STAGE = "cross_source_dedup"
 ARTIFACT = "mixed_dedup"
 UPSTREAM = "mixed_raw"
+REPORTS = ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md")
 
 
 def base_id(doc_id: str) -> str:
@@ -50,18 +51,7 @@ def run_dedup(cfg: DedupStageConfig, upstream_config_hash: str, config_path: str
     up = require_upstream(run_dir, UPSTREAM, "mix_sampler.py", upstream_config_hash, config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
-    if not force and stage.up_to_date():
-        log.info("%s: %s is up to date; skipping (use --force to rebuild)", STAGE, stage.final_dir)
-        _publish(stage.final_dir, cfg.run.report_dir)
-        return stage.existing  # type: ignore[return-value]
-    tmp = stage.begin()
-    try:
-        man = _build(cfg, up, run_dir / UPSTREAM, tmp, stage)
-    except BaseException:
-        stage.abort()
-        raise
-    _publish(stage.final_dir, cfg.run.report_dir)
-    return man
+    return stage.execute(lambda tmp: _build(cfg, up, run_dir / UPSTREAM, tmp, stage), cfg.run.report_dir, REPORTS, force)
 
 
 def _keep_key(priority: dict[str, int], source: str, n_chars: int, doc_id: str) -> tuple:
@@ -204,14 +194,6 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     return stage.commit(counters, extra={"upstream_config_hash": up["config_hash"], "dedup_params": report["params"]},
                         volatile=("dedup_report.json", "dedup_report.md"))
 
-
-def _publish(artifact_dir: Path, report_dir: Path) -> None:
-    import shutil
-
-    report_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md"):
-        if (artifact_dir / name).is_file():
-            shutil.copyfile(artifact_dir / name, report_dir / name)
 
 
 def upstream_hash(config_path: str, overrides: list[str]) -> str:

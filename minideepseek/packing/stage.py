@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,18 +43,7 @@ def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path:
     inputs = [InputRef(name=DOCS, path=str(run_dir / DOCS), fingerprint=docs["fingerprint"]),
               InputRef(name=TOKENIZER, path=str(run_dir / TOKENIZER), fingerprint=tok["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
-    if not force and stage.up_to_date():
-        log.info("%s: %s is up to date; skipping (use --force to rebuild)", STAGE, stage.final_dir)
-        _publish(stage.final_dir, cfg.run.report_dir)
-        return stage.existing  # type: ignore[return-value]
-    tmp = stage.begin()
-    try:
-        man = _build(cfg, docs, tmp, stage)
-    except BaseException:
-        stage.abort()
-        raise
-    _publish(stage.final_dir, cfg.run.report_dir)
-    return man
+    return stage.execute(lambda tmp: _build(cfg, docs, tmp, stage), cfg.run.report_dir, REPORT_FILES, force)
 
 
 def doc_batches(docs: MappedArrow, order: np.ndarray, batch_docs: int) -> Iterator[DocBatch]:
@@ -104,12 +92,6 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     counters["shards"] = len(stats.shards)
     return stage.commit(counters, volatile=REPORT_FILES, extra={"orders": report["orders"]})
 
-
-def _publish(artifact_dir: Path, report_dir: Path) -> None:
-    report_dir.mkdir(parents=True, exist_ok=True)
-    for name in REPORT_FILES:
-        if (artifact_dir / name).is_file():
-            shutil.copyfile(artifact_dir / name, report_dir / name)
 
 
 def upstream_hashes(config_path: str, overrides: list[str]) -> dict[str, str]:

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 ARTIFACT = "mixed_raw"
 EXAMPLES_PER_RULE = 3
+REPORTS = ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md")
 STAGE = "mix_sampler"
 
 
@@ -66,20 +67,7 @@ def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False) -> dict[str, Any
     sources = {s.name: make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers) for s in cfg.sources}
     inputs = [src.input_ref() for src in sources.values()]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
-    if not force and stage.up_to_date():
-        log.info("%s: %s is up to date; skipping (use --force to rebuild)", STAGE, stage.final_dir)
-        man = stage.existing
-        assert man is not None
-        _publish_reports(stage.final_dir, cfg.run.report_dir)
-        return man
-    tmp = stage.begin()
-    try:
-        manifest = _build(cfg, sources, tmp, stage)
-    except BaseException:
-        stage.abort()
-        raise
-    _publish_reports(stage.final_dir, cfg.run.report_dir)
-    return manifest
+    return stage.execute(lambda tmp: _build(cfg, sources, tmp, stage), cfg.run.report_dir, REPORTS, force)
 
 
 def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> dict[str, Any]:
@@ -188,10 +176,3 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
     }
     return stage.commit(counters, extra={"token_counter": {"name": counter.name, "path": str(counter.path)}})
 
-
-def _publish_reports(artifact_dir: Path, report_dir: Path) -> None:
-    report_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md"):
-        src = artifact_dir / name
-        if src.is_file():
-            shutil.copyfile(src, report_dir / name)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ log = logging.getLogger(__name__)
 STAGE = "train_tokenizer"
 ARTIFACT = "tokenizer"
 UPSTREAM = "mixed_dedup"
+REPORTS = ("tokenizer_eval.json", "tokenizer_eval.md")
 SCHEMA_VERSION = 1
 
 
@@ -62,18 +62,7 @@ def run_tokenizer(cfg: TokenizerStageConfig, upstream_config_hash: str, config_p
     up = require_upstream(run_dir, UPSTREAM, "cross_source_dedup.py", upstream_config_hash, config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
-    if not force and stage.up_to_date():
-        log.info("%s: %s is up to date; skipping (use --force to rebuild)", STAGE, stage.final_dir)
-        _publish(stage.final_dir, cfg.run.report_dir)
-        return stage.existing  # type: ignore[return-value]
-    tmp = stage.begin()
-    try:
-        man = _build(cfg, run_dir / UPSTREAM, tmp, stage)
-    except BaseException:
-        stage.abort()
-        raise
-    _publish(stage.final_dir, cfg.run.report_dir)
-    return man
+    return stage.execute(lambda tmp: _build(cfg, run_dir / UPSTREAM, tmp, stage), cfg.run.report_dir, REPORTS, force)
 
 
 def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun) -> dict[str, Any]:
@@ -131,12 +120,6 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun) -> 
                 "round_trip": ev["round_trip"]}
     return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss})
 
-
-def _publish(artifact_dir: Path, report_dir: Path) -> None:
-    report_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("tokenizer_eval.json", "tokenizer_eval.md"):
-        if (artifact_dir / name).is_file():
-            shutil.copyfile(artifact_dir / name, report_dir / name)
 
 
 def upstream_hash(config_path: str, overrides: list[str]) -> str:

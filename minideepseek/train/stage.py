@@ -24,7 +24,16 @@ from tokenizers import Tokenizer
 
 from ..config import config_hash
 from ..sources.base import rng_for
-from ..stage import InputRef, StageRun, StaleInputError, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic
+from ..stage import (
+    InputRef,
+    StageRun,
+    StaleInputError,
+    peak_rss_mb,
+    publish_reports,
+    require_upstream,
+    write_json_atomic,
+    write_text_atomic,
+)
 from .config import TrainStageConfig
 from .dist import DistEnv
 from .loader import PackedBlocks, SamplePlan
@@ -72,7 +81,7 @@ def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], conf
         if old_world == env.world:
             log.info("%s: %s is up to date; skipping (use --force to rerun)", STAGE, stage.final_dir)
             if env.is_main:
-                _publish(stage.final_dir, cfg.run.report_dir)
+                publish_reports(stage.final_dir, cfg.run.report_dir, REPORT_FILES)
             return stage.existing  # type: ignore[return-value]
         log.info("%s: %s was trained on %s rank(s), now %s; rerunning", STAGE, stage.final_dir, old_world, env.world)
     kind, amp = resolve_device(cfg.train)
@@ -162,7 +171,7 @@ def _write(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: Sampl
                 "criteria": {k: c[k]["ok"] for k in ("loss_finite", "loss_decreased", "val_decreased")},
                 "status": res.status, "resumed_from": res.resumed_from}
     man = stage.commit(counters, volatile=VOLATILE, extra={"device": str(env.device), "dtype": report["dtype"]})
-    _publish(stage.final_dir, cfg.run.report_dir)
+    publish_reports(stage.final_dir, cfg.run.report_dir, REPORT_FILES)
     log.info("%s: criteria %s", STAGE, "; ".join(f"{k}: {'ok' if c[k]['ok'] else 'FAILED'} ({c[k]['detail']})"
                                                  for k in ("loss_finite", "loss_decreased", "val_decreased")))
     return man
@@ -213,12 +222,6 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
         "config": {k: getattr(tc, k) for k in tc.__dataclass_fields__},
     }
 
-
-def _publish(artifact_dir: Path, report_dir: Path) -> None:
-    report_dir.mkdir(parents=True, exist_ok=True)
-    for name in REPORT_FILES:
-        if (artifact_dir / name).is_file():
-            shutil.copyfile(artifact_dir / name, report_dir / name)
 
 
 def upstream_hashes(config_path: str, overrides: list[str]) -> dict[str, str]:
