@@ -7,10 +7,13 @@ steps: the last n - 10); the last validation loss below the first.
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from statistics import mean, median
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 REPORT_FILES = ("smoke_train.json", "smoke_train.md", "smoke_train_loss.png")
 SPIKE_FACTOR, SPIKE_WINDOW = 1.5, 20
@@ -78,11 +81,17 @@ def criteria(history: list[dict[str, Any]], val: list[dict[str, Any]], status: s
 
 
 def plot(history: list[dict[str, Any]], val: list[dict[str, Any]], spk: list[dict[str, float]], path: Path,
-         title: str) -> None:
-    import matplotlib
+         title: str) -> bool:
+    """Write the loss curve; False (logged) when matplotlib is missing: training must not be lost
+    for a plot, and the numbers are in metrics.jsonl and the report anyway."""
+    try:
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib is not installed: no loss-curve PNG (pip install -r requirements.txt)")
+        return False
 
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     steps, losses = [h["step"] for h in history], [h["loss"] for h in history]
@@ -102,6 +111,7 @@ def plot(history: list[dict[str, Any]], val: list[dict[str, Any]], spk: list[dic
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
+    return True
 
 
 def _fmt(x: float | None, nd: int = 4) -> str:
