@@ -82,6 +82,14 @@ def load_stage_config(cls: type[T], path: str | Path, overrides: list[str] | Non
     return cfg
 
 
+def stage_config_hash(cls: type, path: str | Path, overrides: list[str] | None = None) -> str:
+    """The config hash a stage built from ``cls`` records for this YAML + overrides: what a downstream
+    stage compares with its upstream's manifest to refuse stale inputs."""
+    from .config import config_hash
+
+    return config_hash(load_stage_config(cls, path, overrides, quiet=True))
+
+
 def _main(argv: list[str] | None = None) -> int:
     """``python -m minideepseek.runconfig CONFIG [--set k=v ...]``: print where a run's outputs go."""
     import argparse

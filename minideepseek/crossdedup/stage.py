@@ -26,9 +26,10 @@ import numpy as np
 from tqdm import tqdm
 
 from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns
-from ..config import ConfigError, config_hash
+from ..config import ConfigError
 from ..decontam import ContaminationIndex
 from ..records import DOC_FEATURES, SCHEMA_VERSION
+from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
 from .config import DedupStageConfig
 from .near import NearDedup
@@ -198,7 +199,6 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
 
 def upstream_hash(config_path: str, overrides: list[str]) -> str:
     """The config hash stage 1 would have for this YAML + overrides (to detect a stale mixed_raw)."""
-    from ..runconfig import load_stage_config
     from ..sampling.config import MixSamplerConfig
 
-    return config_hash(load_stage_config(MixSamplerConfig, config_path, overrides, quiet=True))
+    return stage_config_hash(MixSamplerConfig, config_path, overrides)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import config_hash
+from ..runconfig import stage_config_hash
 from ..sources.base import rng_for
 from ..stage import InputRef, StageRun, peak_rss_mb, read_manifest, require_upstream, write_json_atomic, write_text_atomic
 from .config import PackStageConfig
@@ -97,8 +97,7 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
 def upstream_hashes(config_path: str, overrides: list[str]) -> dict[str, str]:
     """Config hashes stage 2 and stage 3 would record for this YAML + overrides (staleness check)."""
     from ..crossdedup.config import DedupStageConfig
-    from ..runconfig import load_stage_config
     from ..tokenizer.config import TokenizerStageConfig
 
-    return {DOCS: config_hash(load_stage_config(DedupStageConfig, config_path, overrides, quiet=True)),
-            TOKENIZER: config_hash(load_stage_config(TokenizerStageConfig, config_path, overrides, quiet=True))}
+    return {DOCS: stage_config_hash(DedupStageConfig, config_path, overrides),
+            TOKENIZER: stage_config_hash(TokenizerStageConfig, config_path, overrides)}

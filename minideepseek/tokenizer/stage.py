@@ -7,7 +7,6 @@ the memory-mapped dataset), so memory holds the trainer's pair counts, not the c
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..arrow_io import iter_dataset_rows, read_columns
-from ..config import config_hash
+from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic
 from .build import new_tokenizer, new_trainer
 from .config import SPECIAL_TOKENS, TokenizerStageConfig
@@ -123,11 +122,7 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun) -> 
 
 
 def upstream_hash(config_path: str, overrides: list[str]) -> str:
+    """The config hash stage 2 would have for this YAML + overrides (to detect a stale mixed_dedup)."""
     from ..crossdedup.config import DedupStageConfig
-    from ..runconfig import load_stage_config
 
-    return config_hash(load_stage_config(DedupStageConfig, config_path, overrides, quiet=True))
-
-
-def load_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return stage_config_hash(DedupStageConfig, config_path, overrides)

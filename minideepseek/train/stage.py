@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from ..config import config_hash
+from ..runconfig import stage_config_hash
 from ..sources.base import rng_for
 from ..stage import (
     InputRef,
@@ -227,8 +227,7 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
 def upstream_hashes(config_path: str, overrides: list[str]) -> dict[str, str]:
     """Config hashes stage 4 and stage 3 would record for this YAML + overrides (staleness check)."""
     from ..packing.config import PackStageConfig
-    from ..runconfig import load_stage_config
     from ..tokenizer.config import TokenizerStageConfig
 
-    return {PACKED: config_hash(load_stage_config(PackStageConfig, config_path, overrides, quiet=True)),
-            TOKENIZER: config_hash(load_stage_config(TokenizerStageConfig, config_path, overrides, quiet=True))}
+    return {PACKED: stage_config_hash(PackStageConfig, config_path, overrides),
+            TOKENIZER: stage_config_hash(TokenizerStageConfig, config_path, overrides)}
