@@ -1,6 +1,5 @@
 """Stage 2 end to end on small real data with planted duplicates across sources."""
 
-import ast
 import gzip
 import json
 import random
@@ -10,6 +9,7 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
+from realtext import stdlib_docstrings
 
 import cross_source_dedup
 import mix_sampler
@@ -19,20 +19,7 @@ STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
 
 def _docstrings(limit: int) -> list[str]:
-    out = []
-    for p in sorted(STDLIB.glob("*.py")):
-        try:
-            tree = ast.parse(p.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                doc = ast.get_docstring(node)
-                if doc and 400 < len(doc) < 3000 and doc not in out:
-                    out.append(doc)
-        if len(out) >= limit:
-            return out[:limit]
-    return out
+    return [doc for _, doc in stdlib_docstrings(limit, 400, 3000, unique=True)]
 
 
 def _edit(text: str, frac: float, rng: random.Random) -> str:

@@ -1,6 +1,5 @@
 """Stage 1 end to end on small real local data: quotas, rejects, determinism, skip, resume."""
 
-import ast
 import json
 import sysconfig
 from pathlib import Path
@@ -8,6 +7,7 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
+from realtext import stdlib_docstrings
 
 import mix_sampler
 from minideepseek.config import ConfigError
@@ -18,21 +18,7 @@ STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
 
 def _docstrings(limit: int) -> list[tuple[str, str]]:
-    """(qualified name, docstring) of stdlib functions and classes: real English prose."""
-    out = []
-    for p in sorted(STDLIB.glob("*.py")):
-        try:
-            tree = ast.parse(p.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                doc = ast.get_docstring(node)
-                if doc and 300 < len(doc) < 2500:
-                    out.append((f"{p.stem}.{node.name}", doc))
-        if len(out) >= limit:
-            break
-    return out[:limit]
+    return stdlib_docstrings(limit, 300, 2500)
 
 
 def _corpus(root: Path) -> dict[str, Path]:
