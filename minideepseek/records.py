@@ -88,6 +88,11 @@ def doc_id(source: str, source_id: str) -> str:
     return f"{source}/{hashlib.sha1(source_id.encode('utf-8')).hexdigest()[:16]}"
 
 
+def base_id(doc_id: str) -> str:
+    """The original of an upsampled copy (stage 1 names epoch k's copy ``<id>#e<k>``)."""
+    return doc_id.rsplit("#e", 1)[0] if "#e" in doc_id else doc_id
+
+
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from .config import ConfigError, apply_overrides, build, load_yaml, require, to_plain
 
@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 # Sections a config file may hold. Stages that do not exist yet are not listed: their keys are
 # errors until the stage lands, so a config never carries settings that nothing reads.
-KNOWN_SECTIONS = ("run", "sources", "extract", "sampler", "dedup", "decontam", "tokenizer", "pack", "train")
+KNOWN_SECTIONS = ("run", "sources", "extract", "sampler", "dedup", "decontam", "tokenizer", "pack", "train",
+                  "withdraw")
 
 # Pairs of keys of which a config sets exactly one. Setting one with --set drops the other from the
 # YAML, so `--set sampler.target_docs=2000` works on a config written with target_tokens.
@@ -38,6 +39,12 @@ class RunConfig:
     data_dir: str = "data"
     reports_dir: str = "reports"
     cache_dir: str | None = None  # demo corpus and downloads; default $MINIDEEPSEEK_CACHE or ~/.cache/minideepseek
+    # The deletion-request ticket log (withdraw.py); default data/<run>/deletion_requests.jsonl. Keep it
+    # with the run's records: stage 1 excludes every withdrawn document it lists on a rebuild. Its
+    # content is a stage-1 input (fingerprinted), so where it lives is not part of the config hash.
+    deletion_log: str | None = None
+
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("deletion_log",)
 
     def __post_init__(self) -> None:
         require(bool(re.fullmatch(r"[A-Za-z0-9_.-]+", self.name)),
@@ -51,6 +58,10 @@ class RunConfig:
     @property
     def report_dir(self) -> Path:
         return Path(self.reports_dir) / self.name
+
+    @property
+    def deletion_log_path(self) -> Path:
+        return Path(self.deletion_log) if self.deletion_log else self.run_dir / "deletion_requests.jsonl"
 
     @property
     def cache_path(self) -> Path:

@@ -113,6 +113,52 @@ def peak_rss_mb() -> float:
     return round(max(own, kids) / 1024, 1)  # ru_maxrss is KiB on Linux
 
 
+def list_files(root: Path, volatile: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Every file under ``root`` (sorted) with size, sha256 and whether it is volatile: the
+    ``outputs.files`` of a manifest."""
+    files = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.name != MANIFEST:
+            rel = p.relative_to(root).as_posix()
+            files.append({"path": rel, "bytes": p.stat().st_size, "sha256": sha256_file(p), "volatile": rel in volatile})
+    return files
+
+
+def artifact_fingerprint(config_hash: str, input_fingerprints: list[str], files: list[dict[str, Any]]) -> str:
+    """What an artifact's ``fingerprint`` hashes: its config, its inputs' fingerprints and the checksums
+    of its non-volatile files (timings live in volatile reports, so reruns give the same value)."""
+    return hashlib.sha256(json.dumps(
+        {"config": config_hash, "inputs": list(input_fingerprints),
+         "files": [(f["path"], f["sha256"]) for f in files if not f.get("volatile")]},
+        sort_keys=True).encode()).hexdigest()
+
+
+def swap_into_place(tmp: Path, final: Path) -> None:
+    """Rename a finished ``<artifact>.tmp-<pid>`` over ``<artifact>``: the old one is first renamed to
+    ``<artifact>.old-<pid>`` (so there is never a moment with a half-replaced directory), then removed.
+    A kill between the two renames leaves no ``<artifact>``, only the complete ``.old-``/``.tmp-``
+    copies; ``restore_interrupted_swap`` puts the old one back."""
+    old = None
+    if final.exists():
+        old = final.with_name(f"{final.name}.old-{os.getpid()}")
+        os.rename(final, old)
+    os.rename(tmp, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def restore_interrupted_swap(final: Path) -> bool:
+    """If a kill hit ``swap_into_place`` between its renames, rename the complete old copy back."""
+    if final.exists():
+        return False
+    olds = sorted(p for p in final.parent.glob(f"{final.name}.old-*") if (p / MANIFEST).is_file())
+    if not olds:
+        return False
+    os.rename(olds[-1], final)
+    log.warning("restored %s from %s (a run was killed while replacing it)", final, olds[-1].name)
+    return True
+
+
 def publish_reports(artifact_dir: Path, report_dir: Path, names: tuple[str, ...]) -> None:
     """Copy an artifact's report files to ``reports/<run>/`` (the artifact keeps the originals)."""
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -218,17 +264,8 @@ class StageRun:
         ``volatile`` files (reports that carry wall time or peak memory) are checksummed but left out
         of the fingerprint: the data is byte-identical across reruns, timings are not."""
         assert self.tmp_dir is not None, "begin() first"
-        files = []
-        for p in sorted(self.tmp_dir.rglob("*")):
-            if p.is_file():
-                files.append({"path": p.relative_to(self.tmp_dir).as_posix(), "bytes": p.stat().st_size,
-                              "sha256": sha256_file(p)})
-        fp = hashlib.sha256(json.dumps(
-            {"config": self.config_hash, "inputs": [i.fingerprint for i in self.inputs],
-             "files": [(f["path"], f["sha256"]) for f in files if f["path"] not in volatile]},
-            sort_keys=True).encode()).hexdigest()
-        for f in files:
-            f["volatile"] = f["path"] in volatile
+        files = list_files(self.tmp_dir, volatile)
+        fp = artifact_fingerprint(self.config_hash, [i.fingerprint for i in self.inputs], files)
         wall = time.time() - self._t0
         manifest = {
             "stage": self.stage,
@@ -252,13 +289,7 @@ class StageRun:
             "cpu_count": psutil.cpu_count(),
         }
         write_json_atomic(self.tmp_dir / MANIFEST, manifest)
-        old = None
-        if self.final_dir.exists():
-            old = self.run_dir / f"{self.artifact}.old-{os.getpid()}"
-            os.rename(self.final_dir, old)
-        os.rename(self.tmp_dir, self.final_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        swap_into_place(self.tmp_dir, self.final_dir)
         self.tmp_dir = None
         log.info("%s: wrote %s (%s files, %.1f MB) in %.1f s", self.stage, self.final_dir, len(files),
                  manifest["outputs"]["total_bytes"] / 1e6, wall)

@@ -28,7 +28,7 @@ from tqdm import tqdm
 from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns
 from ..config import ConfigError
 from ..decontam import ContaminationIndex
-from ..records import DOC_FEATURES, SCHEMA_VERSION
+from ..records import DOC_FEATURES, SCHEMA_VERSION, base_id
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
 from .config import DedupStageConfig
@@ -41,10 +41,6 @@ STAGE = "cross_source_dedup"
 ARTIFACT = "mixed_dedup"
 UPSTREAM = "mixed_raw"
 REPORTS = ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md")
-
-
-def base_id(doc_id: str) -> str:
-    return doc_id.rsplit("#e", 1)[0] if "#e" in doc_id else doc_id
 
 
 def run_dedup(cfg: DedupStageConfig, upstream_config_hash: str, config_path: str, force: bool = False) -> dict[str, Any]:

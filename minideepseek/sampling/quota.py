@@ -44,6 +44,7 @@ class TakerStats:
     rejects: Counter = field(default_factory=Counter)  # invalid records by reason (the error budget)
     evaluated: int = 0  # valid records that reached the filter chain (first pass)
     filtered: Counter = field(default_factory=Counter)  # (filter, reason) -> dropped docs
+    withdrawn: int = 0  # excluded by a deletion request (withdraw.py), not charged to the error budget
     epochs_started: int = 1
     unique_units: float | None = None  # units available in one full pass (known once exhausted)
 
@@ -115,6 +116,8 @@ class Taker:
                         if item.kind == "filtered":
                             self.stats.evaluated += 1
                             self.stats.filtered[(item.filter, item.reason)] += 1
+                        elif item.kind == "withdrawn":
+                            self.stats.withdrawn += 1
                         else:
                             self.stats.rejects[item.reason] += 1
                         self._on_reject(item)

@@ -50,6 +50,7 @@ def build_source_mix(cfg: MixSamplerConfig, takers: dict[str, Taker], outcome: d
             "rejects": dict(sorted(rejects[s.name].items())),
             "rejects_total": sum(rejects[s.name].values()),
             "filtered": sum(t.stats.filtered.values()),
+            **({"withdrawn": t.stats.withdrawn} if t.stats.withdrawn else {}),
         })
     return {
         "run": cfg.run.name,

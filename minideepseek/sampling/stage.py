@@ -23,8 +23,9 @@ from tqdm import tqdm
 from ..arrow_io import DatasetWriter, iter_dataset_rows
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject
 from ..sources import make_source
-from ..stage import StageRun, write_json_atomic, write_text_atomic
+from ..stage import InputRef, StageRun, write_json_atomic, write_text_atomic
 from ..tokencount import TokenCounter
+from ..withdraw.tickets import Matcher, TicketLog, log_matcher
 from .config import MixSamplerConfig
 from .filter_report import build_filter_report, filter_report_markdown
 from .process import ProcessSettings, process_batch
@@ -37,15 +38,18 @@ ARTIFACT = "mixed_raw"
 EXAMPLES_PER_RULE = 3
 REPORTS = ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md")
 STAGE = "mix_sampler"
+DELETION_INPUT = "deletion_requests"
 
 
 class _Fetcher:
     """Extract + validate batches in a pool with a small look-ahead window, then count tokens."""
 
-    def __init__(self, pool: ProcessPoolExecutor | None, settings: ProcessSettings, counter: TokenCounter) -> None:
+    def __init__(self, pool: ProcessPoolExecutor | None, settings: ProcessSettings, counter: TokenCounter,
+                 withdrawn: Matcher | None = None) -> None:
         self.pool = pool
         self.settings = settings
         self.counter = counter
+        self.withdrawn = withdrawn
 
     def __call__(self, raws: list[RawDoc]) -> list[dict | Reject]:
         if self.pool is None:
@@ -56,22 +60,52 @@ class _Fetcher:
             futs: list[Future] = [self.pool.submit(process_batch, (raws[i:i + n], self.settings))
                                   for i in range(0, len(raws), n)]
             items = [x for f in futs for x in f.result()]
+        if self.withdrawn:
+            items = [_withdrawn_reject(x, self.withdrawn) for x in items]
         rows = [x for x in items if not isinstance(x, Reject)]
         for row, n_tok in zip(rows, self.counter.count([r["text"] for r in rows]), strict=True):
             row["n_tokens"] = n_tok
         return items
 
 
+def _withdrawn_reject(item: dict | Reject, matcher: Matcher) -> dict | Reject:
+    """A document a deletion request withdrew becomes a ``withdrawn`` reject: counted, logged with its
+    id and ticket only (never its text), not charged to the error budget."""
+    if isinstance(item, Reject):
+        return item
+    hit = matcher.match(item)
+    if hit is None:
+        return item
+    return Reject(item["source"], item["id"], item.get("url") or "", "withdrawn", f"{hit[0]} ({hit[1]})", "",
+                  kind="withdrawn", id=item["id"])
+
+
+def deletion_input(cfg: MixSamplerConfig) -> InputRef | None:
+    """The ticket log as a stage-1 input, once a deletion request was accepted (before that there is
+    no such input, so runs that never withdrew anything keep their manifests)."""
+    path = cfg.run.deletion_log_path
+    fp = TicketLog(path).fingerprint()
+    if fp is None:
+        return None
+    return InputRef(name=DELETION_INPUT, path=str(path), fingerprint=fp)
+
+
 def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False) -> dict[str, Any]:
     run_dir = cfg.run.run_dir
     sources = {s.name: make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers) for s in cfg.sources}
     inputs = [src.input_ref() for src in sources.values()]
+    deletions = deletion_input(cfg)
+    if deletions is not None:
+        inputs.append(deletions)
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
     return stage.execute(lambda tmp: _build(cfg, sources, tmp, stage), cfg.run.report_dir, REPORTS, force)
 
 
 def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> dict[str, Any]:
     sc = cfg.sampler
+    withdrawn = log_matcher(cfg.run.deletion_log_path)
+    if withdrawn:
+        log.info("%s: excluding documents withdrawn by the tickets in %s", STAGE, cfg.run.deletion_log_path)
     counter = TokenCounter(sc.token_counter)
     spill_root = tmp / "_spill"
     spills = {name: DatasetWriter(spill_root / name, DOC_FEATURES, sc.max_shard_bytes) for name in sources}
@@ -111,7 +145,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
             ex = examples[rej.source].setdefault((rej.filter, rej.reason), [])
             if len(ex) < EXAMPLES_PER_RULE:
                 ex.append({"id": rej.id, "url": rej.url, "text": rej.snippet[:200]})
-        else:
+        elif rej.kind != "withdrawn":  # withdrawn documents are counted by their Taker, apart from rejects
             reject_counts[rej.source][rej.reason] += 1
         rejects_fh.write(rej.to_json() + "\n")
 
@@ -124,7 +158,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
             settings = ProcessSettings(source=s.name, min_chars=sc.min_chars, max_chars=sc.max_chars,
                                        extract=cfg.extract, filters=s.filters, lang=s.lang)
             takers[s.name] = Taker(s.name, sources[s.name].iter_raw, sc.unit, s.max_epochs,
-                                   _Fetcher(pool, settings, counter), emitter(s.name), on_reject,
+                                   _Fetcher(pool, settings, counter, withdrawn), emitter(s.name), on_reject,
                                    sc.batch_size, sc.max_reject_fraction)
         outcome = run_quotas(takers, {s.name: s.weight for s in cfg.sources}, sc.target, sc.unit, sc.shortfall)
     finally:
@@ -174,5 +208,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
         "duplicate_source_ids": dict(sorted(dup_ids.items())),
         "filtered": {n: sum(t.stats.filtered.values()) for n, t in takers.items()},
     }
+    if withdrawn:
+        counters["withdrawn_at_ingestion"] = {n: t.stats.withdrawn for n, t in takers.items()}
     return stage.commit(counters, extra={"token_counter": {"name": counter.name, "path": str(counter.path)}})
 

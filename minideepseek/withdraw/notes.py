@@ -1,0 +1,115 @@
+"""The impact note of one ticket (``reports/<run>/withdrawals/<ticket>.md``) and the run's release note
+(``reports/<run>/release_note.md``: every applied ticket, what was removed, where, before/after)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.3f}%"
+
+
+def _figures_table(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    rows = [("mixed_raw documents", ("mixed_raw", "docs")), ("mixed_raw DeepSeek tokens", ("mixed_raw", "tokens")),
+            ("mix max deviation (pp)", ("mixed_raw", "max_abs_deviation_pp")),
+            ("mixed_dedup documents", ("mixed_dedup", "docs")), ("packed documents", ("packed", "docs")),
+            ("packed blocks", ("packed", "blocks")), ("tokens produced (ours)", ("packed", "tokens_produced")),
+            ("tokens in blocks", ("packed", "tokens_in_blocks")), ("dropped tail tokens", ("packed", "dropped_tail_tokens")),
+            ("pad tokens", ("packed", "pad_tokens")), ("packing efficiency", ("packed", "packing_efficiency"))]
+    out = ["| figure | before | after |", "|---|---:|---:|"]
+    for label, (a, k) in rows:
+        b, c = before.get(a, {}).get(k), after.get(a, {}).get(k)
+        fmt = _pct if k == "packing_efficiency" else (lambda v: "—" if v is None else f"{v:,}")
+        out.append(f"| {label} | {fmt(b)} | {fmt(c)} |")
+    shares_b = before.get("mixed_raw", {}).get("share_tokens", {})
+    shares_a = after.get("mixed_raw", {}).get("share_tokens", {})
+    ours_b = before.get("packed", {}).get("token_share", {})
+    ours_a = after.get("packed", {}).get("token_share", {})
+    out += ["", "| source | token share stage 1 (DeepSeek) before | after | token share packed (ours) before | after |",
+            "|---|---:|---:|---:|---:|"]
+    for s in shares_b:
+        out.append(f"| {s} | {_pct(shares_b.get(s))} | {_pct(shares_a.get(s))} | {_pct(ours_b.get(s))} | "
+                   f"{_pct(ours_a.get(s))} |")
+    return out
+
+
+def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
+    v, tk, loc = r["verification"], r["tokenizer"], r["location"]
+    verdict = "PASS: no trace in any artifact" if v["pass"] else f"FAIL: {len(v['traces'])} trace(s) remain"
+    shards = r["shards"].get("packed", [])
+    changed = [s for s in shards if s["changed"]]
+    lines = [f"# Withdrawal {r['ticket']}", "",
+             f"Requested by {r['who'] or '—'} ({r['why'] or 'no reason given'}); selectors "
+             + ", ".join(f"`{s['kind']}={s['value']}`" for s in r["selectors"])
+             + f"; accepted {r['accepted']}, applied {r['applied']}.", "",
+             f"- documents withdrawn: {len(r['docs'])} "
+             f"({', '.join(d['id'] + ' [' + d['via'] + ']' for d in r['docs'][:10])}"
+             f"{', ...' if len(r['docs']) > 10 else ''})",
+             f"- packed: {r['repack'].get('touched_blocks', 0)} block(s) touched, "
+             f"{r['repack'].get('removed_tokens', 0):,} tokens removed, {r['repack'].get('moved_tokens', 0):,} tokens "
+             f"of other documents re-packed into {r['repack'].get('new_blocks', 0)} block(s) with "
+             f"{r['repack'].get('pad_tokens', 0):,} pad tokens; shards changed {len(changed)} of {len(shards)}, "
+             f"the other {len(shards) - len(changed)} byte-identical (sha256 below)",
+             f"- tokenizer: {tk['train_docs_withdrawn']} of {tk['train_docs']:,} training documents withdrawn "
+             f"({_pct(tk['share'])}; retrain threshold {_pct(tk['threshold'])}) -> "
+             + ("RETRAINED, every shard re-packed" if tk["retrained"] else
+                "RETRAIN REQUIRED: run `python withdraw.py --resume --retrain-tokenizer` or "
+                "`bash run_pipeline.sh --from train_tokenizer --force`" if tk["retrain_required"] else
+                "vocabulary kept (byte-identical)")
+             + f"; {tk['heldout_docs_withdrawn']} held-out document(s) withdrawn",
+             f"- smoke train: {r['smoke_train']}",
+             f"- verification: **{verdict}** (checked {', '.join(f'{k} {n:,}' for k, n in v['checked'].items())})"]
+    if brief:
+        return "\n".join(lines) + "\n"
+    lines += ["", "## Where the documents were", "",
+              "| artifact | shard | rows |", "|---|---|---:|"]
+    for art, per in loc["datasets"].items():
+        for f, n in per.items():
+            lines.append(f"| {art} | {f} | {n} |")
+    for f, rows in loc["packed_blocks"].items():
+        lines.append(f"| packed | {f} | blocks {', '.join(map(str, rows))} |")
+    if loc["packing_tail"]:
+        lines.append(f"| packed (dropped tail) | — | {', '.join(loc['packing_tail'])} |")
+    lines += ["", "| document | source | via | parts in packed blocks |", "|---|---|---|---:|"]
+    for d in r["docs"]:
+        lines.append(f"| {d['id']} | {d['source']} | {d['via']} | {loc['packed_parts'].get(d['id'], 0)} |")
+    lines += ["", "## Before / after", ""] + _figures_table(r["before"], r["after"])
+    lines += ["", "## Shards (sha256)", "", "| artifact | shard | rows before -> after | changed | sha256 before | "
+              "sha256 after |", "|---|---|---|:-:|---|---|"]
+    for art, recs in r["shards"].items():
+        for s in recs:
+            lines.append(f"| {art} | {s['file']} | {s['rows_before']} -> {s['rows_after']} | "
+                         f"{'yes' if s['changed'] else 'no'} | `{s['sha256_before'][:16]}` | `{s['sha256_after'][:16]}` |")
+    lines += ["", "## Verification", "",
+              f"Word {v['ngram']}-gram and token {v['token_ngram']}-gram containment threshold {v['threshold']}; "
+              "largest containment of each withdrawn document found in what remains:", "",
+              "| document | " + " | ".join(["mixed_raw", "mixed_dedup", "packed"]) + " |", "|---|---:|---:|---:|"]
+    for d, best in v["max_containment"].items():
+        lines.append(f"| {d} | " + " | ".join(f"{best.get(a, 0.0):.3f}" for a in ("mixed_raw", "mixed_dedup", "packed"))
+                     + " |")
+    if v["traces"]:
+        lines += ["", "Traces:", ""] + [f"- {x}" for x in v["traces"][:50]]
+    return "\n".join(lines) + "\n"
+
+
+def release_note(records: list[dict[str, Any]]) -> str:
+    lines = ["# Release note: withdrawn documents", "",
+             "Every deletion request applied to this run (`withdraw.py`; ticket log `deletion_requests.jsonl`). "
+             "Per ticket: what was removed, where, and the figures before and after. Details and shard checksums: "
+             "`withdrawals/<ticket>.md`.", ""]
+    for r in records:
+        v = r["verification"]
+        lines += [f"## {r['ticket']} — {len(r['docs'])} document(s), applied {r['applied']}", "",
+                  f"Requested by {r['who'] or '—'}: {r['why'] or 'no reason given'}. Selectors: "
+                  + ", ".join(f"`{s['kind']}={s['value']}`" for s in r["selectors"]) + ".", "",
+                  "Removed: " + ", ".join(f"`{d['id']}` ({d['source']}; {d['via']})" for d in r["docs"]) + ".", "",
+                  "Where: " + "; ".join(f"{a}: {sum(p.values())} row(s)" for a, p in r["location"]["datasets"].items())
+                  + f"; packed: {sum(len(x) for x in r['location']['packed_blocks'].values())} block(s) in "
+                  f"{len(r['location']['packed_blocks'])} shard(s)"
+                  + (f", dropped tail: {len(r['location']['packing_tail'])}" if r["location"]["packing_tail"] else "")
+                  + f"; tokenizer sample: {r['tokenizer']['train_docs_withdrawn']} train / "
+                  f"{r['tokenizer']['heldout_docs_withdrawn']} held out.", "",
+                  f"Verification: {'PASS' if v['pass'] else 'FAIL (' + str(len(v['traces'])) + ' traces)'}.", ""]
+        lines += _figures_table(r["before"], r["after"]) + [""]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,441 @@
+"""Carry out one deletion request end to end (``withdraw.py`` is the CLI).
+
+Order, each step safe to interrupt:
+1. resolve the request on ``mixed_raw`` (+ upsampled copies and duplicate groups), refuse a request
+   that matches more than ``withdraw.max_docs`` documents, take each document's n-gram fingerprint
+   and the "before" figures, then log the ticket as ``accepted`` (with the resolution);
+2. rewrite ``mixed_raw``, ``mixed_dedup``, ``tokenizer`` (sample list only, unless a retrain is
+   required and allowed) and ``packed`` (touched shards only) — each into ``<artifact>.tmp-<pid>``,
+   manifest last, renamed into place; an artifact whose manifest already lists the ticket is done;
+3. the smoke-train model saw the withdrawn tokens: its artifact and reports are removed (rerun
+   stage 5) — unless no packed block changed, in which case its manifest is re-pointed;
+4. verify (``verify.py``), write the ticket record, impact note and release note, log ``applied``.
+A kill anywhere leaves the ticket ``accepted`` but not ``applied``; rerunning the same request (or
+``withdraw.py --resume``) picks it up from the recorded resolution.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..arrow_io import iter_dataset_rows
+from ..config import ConfigError
+from ..packing.config import PackStageConfig
+from ..runconfig import load_stage_config
+from ..stage import (
+    MANIFEST,
+    artifact_fingerprint,
+    list_files,
+    publish_reports,
+    read_manifest,
+    restore_interrupted_swap,
+    swap_into_place,
+    write_json_atomic,
+    write_text_atomic,
+)
+from .config import WithdrawStageConfig
+from .locate import Location, iter_batches, locate, resolve, shard_paths
+from .notes import impact_markdown, release_note
+from .refresh import (
+    bases_of,
+    packed_stats,
+    refresh_mixed_dedup,
+    refresh_mixed_raw,
+    refresh_packed,
+    refresh_tokenizer,
+)
+from .rewrite import copy_artifact, filter_dataset, filter_jsonl, repack_shards
+from .tickets import Selector, TicketLog, now_utc, ticket_id
+from .verify import token_grams, verify, word_grams
+
+log = logging.getLogger(__name__)
+
+ARTIFACTS = ("mixed_raw", "mixed_dedup", "tokenizer", "packed", "smoke_train")
+REPORTS = {
+    "mixed_raw": ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md"),
+    "mixed_dedup": ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md"),
+    "tokenizer": ("tokenizer_eval.json", "tokenizer_eval.md"),
+    "packed": ("packing_report.json", "packing_report.md"),
+}
+SMOKE_REPORTS = ("smoke_train.json", "smoke_train.md", "smoke_train_loss.png")
+EXIT_OK, EXIT_TRACES, EXIT_NOT_FOUND = 0, 1, 3
+
+
+class Withdrawal:
+    def __init__(self, cfg: WithdrawStageConfig, config_path: str, overrides: list[str]) -> None:
+        self.cfg = cfg
+        self.wc = cfg.withdraw
+        self.run_dir = cfg.run.run_dir
+        self.report_dir = cfg.run.report_dir
+        self.config_path = config_path
+        self.overrides = overrides
+        self.log = TicketLog(cfg.run.deletion_log_path)
+        self.records = self.run_dir / "withdrawals"
+
+    # ---- entry points -------------------------------------------------------------------------
+    def request(self, selectors: list[Selector], who: str, why: str, retrain_tokenizer: bool = False,
+                dry_run: bool = False) -> int:
+        if not selectors:
+            raise ConfigError("name what to withdraw: --id, --url, --hash, --text or --source (repeatable)")
+        for art in ARTIFACTS:
+            restore_interrupted_swap(self.run_dir / art)
+        t = ticket_id(selectors)
+        state = self.log.tickets().get(t)
+        if state is not None and state.applied is not None:
+            self.log.append({"event": "repeat", "ticket": t, "who": who, "why": why, "when": now_utc()})
+            print(f"ticket {t} was already applied on {state.applied['when']} ({len(state.docs or [])} documents); "
+                  f"nothing to do. Release note: {self.report_dir / 'release_note.md'}")
+            return EXIT_OK
+        if state is not None:
+            log.info("ticket %s was accepted but not finished (interrupted run); resuming", t)
+            return self._apply(t, state.docs or [], retrain_tokenizer)
+        docs = resolve(self.run_dir, selectors, t, self.wc.duplicates)
+        if not docs:
+            self.log.append({"event": "not_found", "ticket": t, "selectors": [s.to_json() for s in selectors],
+                             "who": who, "why": why, "when": now_utc()})
+            what = ", ".join(f"--{s.kind} {s.value!r}" for s in selectors)
+            print(f"no document in {self.run_dir / 'mixed_raw'} matches {what}; nothing changed "
+                  f"(logged as not_found in {self.log.path})")
+            return EXIT_NOT_FOUND
+        direct = [d for d in docs if d["via"].startswith("selector:")]
+        if len(direct) > self.wc.max_docs and not any(s.kind == "source" for s in selectors):
+            raise ConfigError(f"the request matches {len(direct):,} documents, more than withdraw.max_docs="
+                              f"{self.wc.max_docs}; check the selector (a short fragment or broad URL prefix?) or "
+                              f"raise it with --set withdraw.max_docs={len(direct)}. Nothing changed.")
+        loc = locate(self.run_dir, {d["id"] for d in docs})
+        if dry_run:
+            print(json.dumps({"ticket": t, "docs": docs, "location": loc.to_json()}, indent=2))
+            return EXIT_OK
+        self._prepare(t, docs, loc)
+        self.log.append({"event": "accepted", "ticket": t, "selectors": [s.to_json() for s in selectors],
+                         "who": who, "why": why, "when": now_utc(),
+                         "docs": [{k: d[k] for k in ("id", "source", "hash", "url", "via")} for d in docs]})
+        return self._apply(t, docs, retrain_tokenizer)
+
+    def resume(self, retrain_tokenizer: bool = False) -> int:
+        pending = [(t, s) for t, s in self.log.tickets().items() if s.pending]
+        if not pending:
+            print(f"no interrupted withdrawal in {self.log.path}")
+            return EXIT_OK
+        rc = EXIT_OK
+        for t, s in pending:
+            for art in ARTIFACTS:
+                restore_interrupted_swap(self.run_dir / art)
+            rc = max(rc, self._apply(t, s.docs or [], retrain_tokenizer))
+        return rc
+
+    # ---- step 1: fingerprints and "before" figures ---------------------------------------------
+    def _prepare(self, t: str, docs: list[dict[str, Any]], loc: Location) -> None:
+        """Everything verification and the notes need later, saved before any artifact changes."""
+        self.records.mkdir(parents=True, exist_ok=True)
+        ids = {d["id"]: k for k, d in enumerate(docs)}
+        texts: dict[str, str] = {}
+        for row in iter_dataset_rows(self.run_dir / "mixed_raw", columns=["id", "text"]):
+            if row["id"] in ids:
+                texts[row["id"]] = row["text"]
+        arrays: dict[str, np.ndarray] = {}
+        lens: dict[str, int] = {}
+        tok = self._tokenizer()
+        for d in docs:
+            k = ids[d["id"]]
+            arrays[f"w{k}"] = word_grams(texts[d["id"]], self.wc.ngram)
+            if tok is not None:
+                from ..packing.packer import encode_docs
+
+                flat, ln = encode_docs(tok, [texts[d["id"]]])
+                lens[d["id"]] = int(ln[0])  # tokens + EOT, as packed
+                arrays[f"t{k}"] = token_grams(flat[:-1], self.wc.token_ngram)
+        tmp = self.records / f".{t}.npz.tmp-{os.getpid()}.npz"
+        np.savez(tmp, **arrays)
+        os.replace(tmp, self.records / f"{t}.npz")
+        in_dedup = []
+        if read_manifest(self.run_dir / "mixed_dedup") is not None:
+            in_dedup = [r["id"] for r in iter_dataset_rows(self.run_dir / "mixed_dedup", columns=["id"]) if r["id"] in ids]
+        write_json_atomic(self.records / f"{t}.before.json", {
+            "figures": figures(self.run_dir), "location": loc.to_json(), "packed_lengths": lens,
+            "in_dedup": in_dedup})
+
+    def _tokenizer(self):  # type: ignore[no-untyped-def]
+        path = self.run_dir / "tokenizer" / "tokenizer.json"
+        if read_manifest(self.run_dir / "tokenizer") is None or not path.is_file():
+            return None
+        from ..packing.packer import load_tokenizer
+
+        return load_tokenizer(path)
+
+    # ---- step 2-4 ------------------------------------------------------------------------------
+    def _apply(self, t: str, docs: list[dict[str, Any]], retrain_tokenizer: bool) -> int:
+        before = json.loads((self.records / f"{t}.before.json").read_text(encoding="utf-8"))
+        loc = before["location"]
+        ids = {d["id"] for d in docs}
+        bases = bases_of(ids)
+        # artifacts and reports name the ticket, never the ids: those live only in the audit trail
+        # (ticket log, withdrawals/, release note), which verification does not count as a trace
+        entry = {"ticket": t, "when": now_utc(), "summary": f"{len(ids)} document(s) withdrawn (see the release note)"}
+        tk = loc["tokenizer"]
+        share = len(tk["train"]) / tk["train_total"] if tk["train_total"] else 0.0
+        decision = {"train_docs_withdrawn": len(tk["train"]), "train_docs": tk["train_total"],
+                    "heldout_docs_withdrawn": len(tk["heldout"]), "share": round(share, 6),
+                    "threshold": self.wc.retrain_share, "retrain_required": share >= self.wc.retrain_share,
+                    "retrained": False}
+        shards: dict[str, list[dict[str, Any]]] = {}
+        repack: dict[str, Any] = {}
+        shards["mixed_raw"] = self._mixed_raw(t, ids, bases, entry, docs)
+        shards["mixed_dedup"] = self._mixed_dedup(t, ids, bases, entry)
+        if decision["retrain_required"] and retrain_tokenizer:
+            self._retrain(t)
+            decision["retrained"] = True
+        else:
+            self._tokenizer_sample(t, ids, bases, entry, decision)
+            shards["packed"], repack = self._packed(t, ids, bases, entry, before)
+        blocks_changed = decision["retrained"] or bool(repack.get("touched_blocks"))
+        smoke = self._smoke_train(t, entry, blocks_changed)
+        for art, names in REPORTS.items():
+            if read_manifest(self.run_dir / art) is not None:
+                publish_reports(self.run_dir / art, self.report_dir, names)
+
+        fp = np.load(self.records / f"{t}.npz")
+        word_fp = [fp[f"w{k}"] for k in range(len(docs))]
+        token_fp = [fp[f"t{k}"] if f"t{k}" in fp else None for k in range(len(docs))]
+        result = verify(self.run_dir, self.report_dir, docs, word_fp, token_fp, self.wc.ngram,
+                        self.wc.token_ngram, self.wc.containment)
+        state = self.log.tickets()[t]
+        record = {"ticket": t, "selectors": [s.to_json() for s in state.selectors], "who": state.who,
+                  "why": state.why, "accepted": state.when, "applied": now_utc(), "docs": docs, "location": loc,
+                  "before": before["figures"], "after": figures(self.run_dir), "shards": shards, "repack": repack,
+                  "tokenizer": decision, "smoke_train": smoke, "verification": result}
+        write_json_atomic(self.records / f"{t}.json", record)
+        out = self.report_dir / "withdrawals"
+        write_json_atomic(out / f"{t}.json", record)
+        write_text_atomic(out / f"{t}.md", impact_markdown(record))
+        write_text_atomic(self.report_dir / "release_note.md", release_note(self._all_records()))
+        self._summary()
+        self.log.append({"event": "applied", "ticket": t, "when": record["applied"],
+                         "verification": "pass" if result["pass"] else f"{len(result['traces'])} trace(s)"})
+        print(impact_markdown(record, brief=True))
+        return EXIT_OK if result["pass"] else EXIT_TRACES
+
+    def _all_records(self) -> list[dict[str, Any]]:
+        recs = []
+        for p in sorted(self.records.glob("wd-*.json")):
+            if not p.name.endswith(".before.json"):
+                recs.append(json.loads(p.read_text(encoding="utf-8")))
+        return sorted(recs, key=lambda r: (r["accepted"], r["ticket"]))
+
+    def _summary(self) -> None:
+        from ..summary import main as summary_main
+
+        args = [self.config_path] + [x for o in self.overrides for x in ("--set", o)]
+        summary_main(args)
+
+    # ---- per artifact --------------------------------------------------------------------------
+    def _begin(self, art: str, t: str) -> tuple[dict[str, Any], Path] | None:
+        """(old manifest, tmp dir) when ``art`` exists and does not list the ticket yet."""
+        final = self.run_dir / art
+        man = read_manifest(final)
+        if man is None or any(w["ticket"] == t for w in man.get("withdrawals", [])):
+            return None
+        for stray in self.run_dir.glob(f"{art}.tmp-*"):
+            shutil.rmtree(stray, ignore_errors=True)
+        tmp = self.run_dir / f"{art}.tmp-{os.getpid()}"
+        tmp.mkdir()
+        return man, tmp
+
+    def _commit(self, art: str, man: dict[str, Any], tmp: Path, entry: dict[str, Any],
+                counters: dict[str, Any], input_updates: dict[str, str]) -> None:
+        volatile = tuple(f["path"] for f in man["outputs"]["files"] if f.get("volatile"))
+        files = list_files(tmp, volatile)
+        inputs = [{**i, "fingerprint": input_updates.get(i["name"], i["fingerprint"])} for i in man["inputs"]]
+        for name, fp in input_updates.items():
+            if name not in {i["name"] for i in inputs}:
+                inputs.append({"name": name, "path": str(self.log.path), "fingerprint": fp, "detail": {}})
+        new = {**man, "inputs": inputs, "outputs": {"files": files, "total_bytes": sum(f["bytes"] for f in files)},
+               "fingerprint": artifact_fingerprint(man["config_hash"], [i["fingerprint"] for i in inputs], files),
+               "counters": {**man["counters"], **counters},
+               "withdrawals": [*man.get("withdrawals", []), entry]}
+        write_json_atomic(tmp / MANIFEST, new)
+        swap_into_place(tmp, self.run_dir / art)
+        log.info("withdraw %s: %s rewritten", entry["ticket"], self.run_dir / art)
+
+    def _fp(self, art: str) -> str:
+        man = read_manifest(self.run_dir / art)
+        assert man is not None, art
+        return man["fingerprint"]
+
+    def _mixed_raw(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any],
+                   docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        got = self._begin("mixed_raw", t)
+        if got is None:
+            return []
+        man, tmp = got
+        shards = filter_dataset(self.run_dir / "mixed_raw", tmp, ids, skip=set(REPORTS["mixed_raw"]))
+        for name in REPORTS["mixed_raw"]:
+            shutil.copyfile(self.run_dir / "mixed_raw" / name, tmp / name)
+        refresh_mixed_raw(tmp, bases, entry)
+        per = json.loads(json.dumps(man["counters"]["per_source"]))
+        for d in docs:
+            c = per.get(d["source"])
+            if c is None:
+                continue
+            c["docs"] -= 1
+            c["tokens"] -= d["n_tokens"]
+            c["chars"] -= d["n_chars"]
+            ep = f"epoch_{d['id'].rsplit('#e', 1)[1] if '#e' in d['id'] else 1}"
+            if ep in c:
+                c[ep] -= 1
+        fp = self.log.fingerprint()
+        assert fp is not None
+        from ..sampling.stage import DELETION_INPUT
+
+        self._commit("mixed_raw", man, tmp, entry,
+                     {"docs": man["counters"]["docs"] - len(ids), "per_source": per}, {DELETION_INPUT: fp})
+        return shards
+
+    def _mixed_dedup(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any]) -> list[dict[str, Any]]:
+        got = self._begin("mixed_dedup", t)
+        if got is None:
+            return []
+        man, tmp = got
+        own = {"removed.jsonl", "contamination_hits.jsonl", *REPORTS["mixed_dedup"]}
+        shards = filter_dataset(self.run_dir / "mixed_dedup", tmp, ids, skip=own)
+        src = self.run_dir / "mixed_dedup"
+        filter_jsonl(src / "removed.jsonl", tmp / "removed.jsonl", ids, ("id", "kept", "original"))
+        filter_jsonl(src / "contamination_hits.jsonl", tmp / "contamination_hits.jsonl", ids, ("doc_id",))
+        for name in REPORTS["mixed_dedup"]:
+            shutil.copyfile(src / name, tmp / name)
+        refresh_mixed_dedup(tmp, self.run_dir / "mixed_raw", bases, entry)
+        rep = json.loads((tmp / "dedup_report.json").read_text())
+        self._commit("mixed_dedup", man, tmp, entry,
+                     {"docs_in": rep["docs_in"], "docs_out": rep["docs_out"], "removed": rep["removed"]},
+                     {"mixed_raw": self._fp("mixed_raw")})
+        return shards
+
+    def _tokenizer_sample(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any],
+                          decision: dict[str, Any]) -> None:
+        got = self._begin("tokenizer", t)
+        if got is None:
+            return
+        man, tmp = got
+        src = self.run_dir / "tokenizer"
+        copy_artifact(src, tmp, {"sample.json", *REPORTS["tokenizer"]})
+        sample = json.loads((src / "sample.json").read_text(encoding="utf-8"))
+        for split in sample.values():
+            split["train"] = [d for d in split["train"] if d not in ids]
+            split["heldout"] = [d for d in split["heldout"] if d not in ids]
+        write_json_atomic(tmp / "sample.json", sample)
+        for name in REPORTS["tokenizer"]:
+            shutil.copyfile(src / name, tmp / name)
+        entry_t = {**entry, "summary": entry["summary"] + (
+            f"; {decision['train_docs_withdrawn']} of {decision['train_docs']:,} training documents "
+            f"({100 * decision['share']:.3f}%, threshold {100 * decision['threshold']:.1f}%): vocabulary "
+            + ("kept although a retrain is REQUIRED (rerun with --retrain-tokenizer)" if decision["retrain_required"]
+               else "kept") + f"; {decision['heldout_docs_withdrawn']} held-out documents (evaluation figures "
+            "are from before the withdrawal)")}
+        refresh_tokenizer(tmp, bases, entry_t)
+        self._commit("tokenizer", man, tmp, entry_t, {"withdrawn_from_training_sample": decision["train_docs_withdrawn"]},
+                     {"mixed_dedup": self._fp("mixed_dedup")})
+
+    def _packed(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any],
+                before: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        got = self._begin("packed", t)
+        if got is None:
+            return [], {}
+        man, tmp = got
+        src = self.run_dir / "packed"
+        old = json.loads((src / "packing_report.json").read_text(encoding="utf-8"))
+        in_block: dict[str, int] = {}  # withdrawn doc -> its tokens inside blocks (the rest was the dropped tail)
+        for path in shard_paths(src):
+            for b in iter_batches(path, ["doc_ids", "starts", "ends"]):
+                for docs, s, e in zip(b.column("doc_ids").to_pylist(), b.column("starts").to_pylist(),
+                                      b.column("ends").to_pylist()):
+                    for d, lo, hi in zip(docs, s, e):
+                        if d in ids:
+                            in_block[d] = in_block.get(d, 0) + hi - lo
+        shards, info = repack_shards(src, tmp, ids, old["seq_len"], skip=set(REPORTS["packed"]))
+        # withdrawn documents that produced tokens: those in mixed_dedup when it was packed
+        lens = {d: n for d, n in before["packed_lengths"].items() if d in set(before["in_dedup"])}
+        st = packed_stats(tmp, old, ids, lens, in_block, {d: n - 1 for d, n in lens.items()})
+        pcfg = load_stage_config(PackStageConfig, self.config_path, self.overrides, quiet=True)
+        weights = {s["name"]: float(s["weight"]) for s in
+                   (read_manifest(self.run_dir / "mixed_raw") or {}).get("config", {}).get("sources", [])}
+        summary = (f"; {info['touched_blocks']} block(s) touched, {info['removed_tokens']:,} tokens removed, "
+                   f"{info['moved_tokens']:,} tokens of other documents re-packed into {info['new_blocks']} "
+                   f"block(s) ({info['pad_tokens']:,} pad tokens)")
+        rep = refresh_packed(tmp, old, st, pcfg.pack, weights, self._tokenizer(), self.cfg.run.seed, bases,
+                             {**entry, "summary": entry["summary"] + summary})
+        counters = {k: rep[k] for k in ("docs", "blocks", "seq_len", "tokens_produced", "tokens_in_blocks",
+                                        "packing_efficiency", "dropped_tail_tokens", "pad_tokens", "eot")}
+        counters["shards"] = len(st.shards)
+        self._commit("packed", man, tmp, entry, counters,
+                     {"mixed_dedup": self._fp("mixed_dedup"), "tokenizer": self._fp("tokenizer")})
+        return shards, info
+
+    def _retrain(self, t: str) -> None:
+        """Retrain the tokenizer and re-pack everything (asked for with --retrain-tokenizer)."""
+        from ..packing.config import PackStageConfig
+        from ..packing.stage import run_pack, upstream_hashes
+        from ..runconfig import load_stage_config
+        from ..tokenizer.config import TokenizerStageConfig
+        from ..tokenizer.stage import run_tokenizer, upstream_hash
+
+        log.warning("withdraw %s: retraining the tokenizer and re-packing every shard (--retrain-tokenizer)", t)
+        tcfg = load_stage_config(TokenizerStageConfig, self.config_path, self.overrides)
+        run_tokenizer(tcfg, upstream_hash(self.config_path, self.overrides), self.config_path, force=True)
+        pcfg = load_stage_config(PackStageConfig, self.config_path, self.overrides)
+        run_pack(pcfg, upstream_hashes(self.config_path, self.overrides), self.config_path, force=True)
+
+    def _smoke_train(self, t: str, entry: dict[str, Any], blocks_changed: bool) -> str:
+        art = self.run_dir / "smoke_train"
+        man = read_manifest(art)
+        if man is None:
+            return "absent"
+        if blocks_changed:
+            shutil.rmtree(art)
+            for name in SMOKE_REPORTS:
+                (self.report_dir / name).unlink(missing_ok=True)
+            log.warning("withdraw %s: removed %s: its model was trained on withdrawn tokens; rerun stage 5 "
+                        "(`bash run_pipeline.sh --from smoke_train`)", t, art)
+            return "removed (trained on withdrawn tokens; rerun stage 5)"
+        got = self._begin("smoke_train", t)
+        if got is None:
+            return "unchanged"
+        man, tmp = got
+        copy_artifact(art, tmp, set())
+        self._commit("smoke_train", man, tmp, entry, {},
+                     {"packed": self._fp("packed"), "tokenizer": self._fp("tokenizer")})
+        return "kept (no packed block held a withdrawn token)"
+
+
+def figures(run_dir: Path) -> dict[str, Any]:
+    """The figures a release note compares before/after, read from manifests and reports."""
+    out: dict[str, Any] = {}
+    raw = read_manifest(run_dir / "mixed_raw")
+    if raw:
+        mix = json.loads((run_dir / "mixed_raw" / "source_mix.json").read_text())
+        out["mixed_raw"] = {"docs": raw["counters"]["docs"], "tokens": mix["totals"]["tokens"],
+                            "share_tokens": {r["source"]: r["share_tokens"] for r in mix["sources"]},
+                            "max_abs_deviation_pp": mix["totals"]["max_abs_deviation_pp"]}
+    dd = read_manifest(run_dir / "mixed_dedup")
+    if dd:
+        out["mixed_dedup"] = {"docs": dd["counters"]["docs_out"]}
+    tk = read_manifest(run_dir / "tokenizer")
+    if tk:
+        out["tokenizer"] = {"vocab_size": tk["counters"].get("vocab_size"), "sha256": next(
+            (f["sha256"] for f in tk["outputs"]["files"] if f["path"] == "tokenizer.json"), None)}
+    pk = read_manifest(run_dir / "packed")
+    if pk:
+        c = pk["counters"]
+        out["packed"] = {k: c.get(k) for k in ("docs", "blocks", "tokens_produced", "tokens_in_blocks",
+                                               "packing_efficiency", "dropped_tail_tokens", "pad_tokens")}
+        rep = json.loads((run_dir / "packed" / "packing_report.json").read_text())
+        out["packed"]["token_share"] = {s: v["token_share"] for s, v in rep["per_source"].items()}
+        out["packed"]["shards"] = {f["path"]: f["sha256"] for f in pk["outputs"]["files"] if f["path"].endswith(".arrow")}
+    out["smoke_train"] = read_manifest(run_dir / "smoke_train") is not None
+    return out

@@ -1,0 +1,68 @@
+"""Withdraw documents from a finished run: every stage's artifacts, down to the packed token blocks.
+
+    python withdraw.py --id fineweb_edu/0123456789abcdef --who "legal@example.org" --why "takedown #12"
+    python withdraw.py --url 'https://docs.python.org/3.11/library/*' --why "license change"
+    python withdraw.py --text "a distinctive passage of at least twenty characters"
+    python withdraw.py --hash <sha256 of the normalized text> --dry-run     # show what would change
+    python withdraw.py --source arxiv --set withdraw.max_docs=1000
+    python withdraw.py --resume                                              # finish an interrupted one
+    bash run_pipeline.sh withdraw --id ...                                   # then rerun what went stale
+
+Selectors combine (any match withdraws). The request is logged in data/<run>/deletion_requests.jsonl
+(who/what/when/why); the same request twice is a logged no-op. Only the shards holding a withdrawn
+document are rewritten; reports are refreshed; reports/<run>/release_note.md lists what was removed,
+where, and the figures before and after; verification scans every artifact for the documents' ids,
+hashes and n-grams. Exit codes: 0 done (verified), 1 traces remain, 2 bad request/config,
+3 nothing matched (nothing changed).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from minideepseek.cli import run_cli, setup_logging, stage_parser
+from minideepseek.runconfig import load_stage_config
+from minideepseek.withdraw.config import WithdrawStageConfig
+from minideepseek.withdraw.run import Withdrawal
+from minideepseek.withdraw.tickets import SELECTOR_KINDS, Selector
+
+
+def _run(args: argparse.Namespace) -> int:
+    cfg = load_stage_config(WithdrawStageConfig, args.config, args.overrides, quiet=True)
+    w = Withdrawal(cfg, args.config, args.overrides)
+    if args.resume:
+        return w.resume(args.retrain_tokenizer)
+    selectors = [Selector(kind, v) for kind in SELECTOR_KINDS for v in getattr(args, kind) or []]
+    return w.request(selectors, args.who, args.why, args.retrain_tokenizer, args.dry_run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = stage_parser("withdraw.py", __doc__ or "")
+    g = p.add_argument_group("what to withdraw (repeatable, combined with OR)")
+    g.add_argument("--id", action="append", help="document id (its upsampled #eK copies follow)")
+    g.add_argument("--url", action="append", help="url/origin, exact; a trailing * makes it a prefix")
+    g.add_argument("--hash", action="append", help="the document's `hash` (sha256 of its normalized text)")
+    g.add_argument("--text", action="append", help=">= 20-character fragment (compared normalized)")
+    g.add_argument("--source", action="append", help="a whole recipe source")
+    p.add_argument("--who", default="", help="who asked (recorded in the ticket log)")
+    p.add_argument("--why", default="", help="why (recorded in the ticket log)")
+    p.add_argument("--dry-run", action="store_true", help="resolve and locate only; change nothing")
+    p.add_argument("--resume", action="store_true", help="finish interrupted withdrawals from the ticket log")
+    p.add_argument("--retrain-tokenizer", action="store_true",
+                   help="when the withdrawn share of the tokenizer's training sample reaches withdraw.retrain_share, "
+                        "retrain it and re-pack everything (never done without this flag)")
+    args = p.parse_args(argv)
+    if args.force:
+        p.error("--force does not apply to withdraw.py")
+    setup_logging(args.log_level)
+    rc = {"rc": 0}
+
+    def body(a: argparse.Namespace) -> None:
+        rc["rc"] = _run(a)
+
+    err = run_cli(body, args)
+    return err or rc["rc"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
