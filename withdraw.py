@@ -12,8 +12,8 @@ Selectors combine (any match withdraws). The request is logged in data/<run>/del
 (who/what/when/why); the same request twice is a logged no-op. Only the shards holding a withdrawn
 document are rewritten; reports are refreshed; reports/<run>/release_note.md lists what was removed,
 where, and the figures before and after; verification scans every artifact for the documents' ids,
-hashes and n-grams. Exit codes: 0 done (verified), 1 traces remain, 2 bad request/config,
-3 nothing matched (nothing changed).
+hashes and n-grams. Exit codes: 0 done (verified), 2 bad request/config, 3 nothing matched
+(nothing changed), 4 done but verification found traces (listed in the impact note).
 """
 
 from __future__ import annotations

@@ -145,7 +145,9 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
             ex = examples[rej.source].setdefault((rej.filter, rej.reason), [])
             if len(ex) < EXAMPLES_PER_RULE:
                 ex.append({"id": rej.id, "url": rej.url, "text": rej.snippet[:200]})
-        elif rej.kind != "withdrawn":  # withdrawn documents are counted by their Taker, apart from rejects
+        elif rej.kind == "withdrawn":  # counted by its Taker; the ticket log is its record, not rejects.jsonl
+            return
+        else:
             reject_counts[rej.source][rej.reason] += 1
         rejects_fh.write(rej.to_json() + "\n")
 

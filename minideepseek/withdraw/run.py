@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,14 @@ REPORTS = {
     "packed": ("packing_report.json", "packing_report.md"),
 }
 SMOKE_REPORTS = ("smoke_train.json", "smoke_train.md", "smoke_train_loss.png")
-EXIT_OK, EXIT_TRACES, EXIT_NOT_FOUND = 0, 1, 3
+EXIT_OK, EXIT_NOT_FOUND, EXIT_TRACES = 0, 3, 4  # 1 = crash (Python's), 2 = config error
+
+
+def crash_point(name: str) -> None:
+    """Fault injection for the kill tests: ``MINIDEEPSEEK_CRASH_AT=packed:before_swap`` SIGKILLs this
+    process there, exactly as an operator's kill -9 or an OOM kill would."""
+    if os.environ.get("MINIDEEPSEEK_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Withdrawal:
@@ -116,7 +124,8 @@ class Withdrawal:
         self._prepare(t, docs, loc)
         self.log.append({"event": "accepted", "ticket": t, "selectors": [s.to_json() for s in selectors],
                          "who": who, "why": why, "when": now_utc(),
-                         "docs": [{k: d[k] for k in ("id", "source", "hash", "url", "via")} for d in docs]})
+                         "docs": docs})
+        crash_point("accepted")
         return self._apply(t, docs, retrain_tokenizer)
 
     def resume(self, retrain_tokenizer: bool = False) -> int:
@@ -261,7 +270,9 @@ class Withdrawal:
                "counters": {**man["counters"], **counters},
                "withdrawals": [*man.get("withdrawals", []), entry]}
         write_json_atomic(tmp / MANIFEST, new)
+        crash_point(f"{art}:before_swap")
         swap_into_place(tmp, self.run_dir / art)
+        crash_point(f"{art}:after_swap")
         log.info("withdraw %s: %s rewritten", entry["ticket"], self.run_dir / art)
 
     def _fp(self, art: str) -> str:

@@ -1,0 +1,296 @@
+"""withdraw.py on a small real chain (stages 1-4: stdlib code + stdlib docstrings with a planted
+near-duplicate): every selector kind, a document cut across blocks of two shards, untouched shards
+byte-identical, no other document losing a token, absent and repeated requests, a kill at every
+swap point, stage 1 honouring the log on a rebuild, the retrain threshold, and a verification that
+fails when a near-copy is left behind."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections import defaultdict
+from pathlib import Path
+
+import datasets
+import pyarrow as pa
+import pytest
+import yaml
+
+import cross_source_dedup
+import mix_sampler
+import pack_shuffle
+import train_tokenizer
+import withdraw
+from minideepseek.arrow_io import read_columns
+from minideepseek.packing.packer import encode_docs, load_tokenizer
+from minideepseek.stage import read_manifest
+from tests.realtext import stdlib_docstrings
+
+ROOT = Path(__file__).resolve().parents[1]
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+SEQ = 64
+ARTS = ("mixed_raw", "mixed_dedup", "tokenizer", "packed")
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """A finished stages 1-4 run with relative data/report dirs, so a test can copy it and chdir."""
+    tmp = tmp_path_factory.mktemp("wd")
+    # code from the last stdlib files, docstrings from the first: no docstring is inside a code document
+    code = sorted(p for p in STDLIB.glob("*.py") if 3_000 < p.stat().st_size < 12_000)[-50:]
+    docs = stdlib_docstrings(35, 300, 3000, unique=True)  # + the twin = 36 = the prose quota: all sampled
+    prose = [{"id": name, "text": doc, "url": f"https://docs.example.org/{name}"} for name, doc in docs]
+    words = prose[0]["text"].split(" ")  # a planted near-duplicate of the first docstring
+    prose.append({"id": "planted_twin", "text": " ".join(words[:-1] + ["(copy)"]), "url": "https://mirror.example/x"})
+    rows = {"code": [{"id": p.stem, "text": p.read_text(encoding="utf-8"), "url": f"file://{p.name}"} for p in code],
+            "prose": prose}
+    for name, rs in rows.items():
+        (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs))
+    cfg = {
+        "run": {"name": "t", "seed": 3, "data_dir": "data", "reports_dir": "reports"},
+        "sources": [
+            {"name": "the_stack_v2", "type": "local", "path": str(tmp / "code.jsonl"), "id_field": "id",
+             "url_field": "url", "fmt": "code", "weight": 0.55},
+            {"name": "fineweb_edu", "type": "local", "path": str(tmp / "prose.jsonl"), "id_field": "id",
+             "url_field": "url", "weight": 0.45},
+        ],
+        "sampler": {"target_docs": 80, "num_proc": 1, "min_chars": 50},
+        "dedup": {"num_proc": 1, "scurve_docs": 10, "threshold": 0.7},
+        "decontam": {"enabled": False},
+        "tokenizer": {"vocab_size": 1500, "heldout_min_docs": 2, "min_chars_per_source": 1000, "eval_reference": False},
+        "pack": {"seq_len": SEQ, "max_shard_bytes": 16 << 10, "batch_docs": 8, "decode_samples": 3},
+    }
+    root = tmp / "run"
+    root.mkdir()
+    (root / "cfg.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        for stage in (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle):
+            assert stage.main(["--config", "cfg.yaml"]) == 0
+    finally:
+        os.chdir(cwd)
+    return root
+
+
+@pytest.fixture
+def run(pristine, tmp_path, monkeypatch):
+    """A private copy of the finished run, as the current directory."""
+    root = tmp_path / "run"
+    shutil.copytree(pristine, root)
+    monkeypatch.chdir(root)
+    return root
+
+
+def _wd(*args: str) -> int:
+    return withdraw.main(["--config", "cfg.yaml", *args])
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _shards(art: str) -> dict[str, str]:
+    d = Path("data/t") / art
+    return {p.name: _sha(p) for p in sorted(d.glob("data-*.arrow"))}
+
+
+def _parts() -> dict[str, list[tuple[int, list[int], str]]]:
+    """doc id -> [(doc_token_start, tokens, shard)] over every packed block."""
+    out = defaultdict(list)
+    for p in sorted(Path("data/t/packed").glob("data-*.arrow")):
+        t = pa.ipc.open_stream(pa.memory_map(str(p))).read_all()
+        for row in t.to_pylist():
+            for d, s, e, k in zip(row["doc_ids"], row["starts"], row["ends"], row["doc_token_start"]):
+                out[d].append((k, row["input_ids"][s:e], p.name))
+    return out
+
+
+def _assert_no_token_lost(withdrawn: set[str]) -> int:
+    """Every remaining document's packed parts reassemble to its exact encoding (+EOT)."""
+    tok = load_tokenizer(Path("data/t/tokenizer/tokenizer.json"))
+    rep = json.loads(Path("data/t/packed/packing_report.json").read_text())
+    tail = set(rep["tail_docs"]["dropped_entirely"]) | set(rep["tail_docs"]["truncated"])
+    parts = _parts()
+    c = read_columns(Path("data/t/mixed_dedup"), ["id", "text"])
+    n = 0
+    for i, text in zip(c["id"], c["text"]):
+        assert i not in withdrawn
+        if i in tail:
+            continue
+        flat, _ = encode_docs(tok, [text])
+        seq = [x for _, ch, _ in sorted(parts[i], key=lambda p: p[0]) for x in ch]
+        assert seq == flat.tolist(), i
+        n += 1
+    assert not withdrawn & set(parts)
+    assert rep["tokens_in_blocks"] + rep["dropped_tail_tokens"] == rep["tokens_produced"]
+    return n
+
+
+def _split_doc() -> str:
+    """A document cut across blocks of two different shards."""
+    for d, ps in sorted(_parts().items()):
+        if len({s for _, _, s in ps}) >= 2:
+            return d
+    raise AssertionError("no document spans two shards; lower pack.max_shard_bytes")
+
+
+def test_withdraw_split_document_rewrites_only_its_shards(run):
+    doc = _split_doc()
+    holding = {s for _, _, s in _parts()[doc]}
+    before = _shards("packed")
+    fps = {a: read_manifest(Path("data/t") / a)["fingerprint"] for a in ARTS}
+    assert len(before) >= 4
+    assert _wd("--id", doc, "--who", "test", "--why", "takedown") == 0
+    after = _shards("packed")
+    assert set(before) == set(after)
+    for name in before:
+        assert (before[name] != after[name]) == (name in holding), name  # only the holding shards changed
+    _assert_no_token_lost({doc})
+    ticket = json.loads(Path("data/t/deletion_requests.jsonl").read_text().splitlines()[0])["ticket"]
+    rec = json.loads(Path(f"reports/t/withdrawals/{ticket}.json").read_text())
+    touched = [r for rows in rec["location"]["packed_blocks"].values() for r in rows]
+    assert rec["verification"]["pass"] and rec["repack"]["touched_blocks"] == len(touched) >= 2
+    note = Path("reports/t/release_note.md").read_text()
+    assert doc in note and "takedown" in note
+    # the refreshed manifests chain up: every stage is up to date, nothing is rebuilt
+    for a in ARTS:
+        assert read_manifest(Path("data/t") / a)["fingerprint"] != fps[a]
+    new = {a: read_manifest(Path("data/t") / a)["fingerprint"] for a in ARTS}
+    for stage in (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle):
+        assert stage.main(["--config", "cfg.yaml"]) == 0
+    assert {a: read_manifest(Path("data/t") / a)["fingerprint"] for a in ARTS} == new
+    # reports: recomputed, no withdrawn id left in them
+    mix = json.loads(Path("reports/t/source_mix.json").read_text())
+    assert mix["totals"]["docs"] == read_manifest(Path("data/t/mixed_raw"))["counters"]["docs"]
+    assert datasets.load_from_disk("data/t/packed").num_rows == json.loads(
+        Path("reports/t/packing_report.json").read_text())["blocks"]
+
+
+@pytest.mark.parametrize("kind", ["url", "hash", "text"])
+def test_selector_kinds(run, kind):
+    c = read_columns(Path("data/t/mixed_raw"), ["id", "url", "hash", "text", "source"])
+    k = next(i for i, (s, t) in enumerate(zip(c["source"], c["text"])) if s == "the_stack_v2" and len(t) > 2000)
+    value = {"url": c["url"][k], "hash": c["hash"][k], "text": " ".join(c["text"][k][500:700].split())}[kind]
+    assert _wd(f"--{kind}", value) == 0
+    left = set(read_columns(Path("data/t/mixed_raw"), ["id"])["id"])
+    assert c["id"][k] not in left and len(left) == len(c["id"]) - 1
+    _assert_no_token_lost({c["id"][k]})
+
+
+def test_url_prefix_and_source(run):
+    c = read_columns(Path("data/t/mixed_raw"), ["id", "source"])
+    n_code = c["source"].count("the_stack_v2")
+    assert _wd("--source", "the_stack_v2") == 0
+    left = read_columns(Path("data/t/mixed_raw"), ["source"])["source"]
+    assert "the_stack_v2" not in left and len(left) == len(c["id"]) - n_code
+    mix = json.loads(Path("reports/t/source_mix.json").read_text())
+    assert {r["source"]: r["docs"] for r in mix["sources"]}["the_stack_v2"] == 0
+    _assert_no_token_lost(set())
+    # a broad prefix matching more than max_docs stops before changing anything
+    before = _shards("mixed_raw")
+    assert _wd("--url", "https://docs.example.org/*", "--set", "withdraw.max_docs=3") == 2
+    assert _shards("mixed_raw") == before
+
+
+def test_absent_and_repeated_requests(run):
+    snap = {a: _sha(Path("data/t") / a / "manifest.json") for a in ARTS}
+    assert _wd("--id", "the_stack_v2/0000000000000000") == 3  # nothing matched
+    assert {a: _sha(Path("data/t") / a / "manifest.json") for a in ARTS} == snap
+    events = [json.loads(x)["event"] for x in Path("data/t/deletion_requests.jsonl").read_text().splitlines()]
+    assert events == ["not_found"]
+    doc = read_columns(Path("data/t/mixed_raw"), ["id"])["id"][5]
+    assert _wd("--id", doc) == 0
+    snap = {a: _sha(Path("data/t") / a / "manifest.json") for a in ARTS}
+    assert _wd("--id", doc, "--why", "again") == 0  # a no-op, logged
+    assert {a: _sha(Path("data/t") / a / "manifest.json") for a in ARTS} == snap
+    events = [json.loads(x)["event"] for x in Path("data/t/deletion_requests.jsonl").read_text().splitlines()]
+    assert events == ["not_found", "accepted", "applied", "repeat"]
+    assert _wd("--text", "too short") == 2  # a fragment that would match too much is refused
+
+
+def test_duplicate_group_and_failing_verification(run):
+    ids = read_columns(Path("data/t/mixed_raw"), ["id"])["id"]
+    twin = next(i for i in ids if i.endswith(hashlib.sha1(b"planted_twin").hexdigest()[:16]))
+    removed = [json.loads(x) for x in Path("data/t/mixed_dedup/removed.jsonl").read_text().splitlines()]
+    pair = next(r for r in removed if twin in (r["id"], r["kept"]))
+    kept = pair["kept"] if pair["id"] == twin else pair["id"]
+    # without the duplicate group the kept twin stays, and verification says so (exit 4)
+    assert _wd("--id", kept, "--set", "withdraw.duplicates=false") == 4
+    rec = json.loads(next(Path("reports/t/withdrawals").glob("wd-*.json")).read_text())
+    assert any(t["kind"] == "ngram_containment" and t["found_as"] == twin for t in rec["verification"]["traces"])
+
+
+def test_duplicate_group_follows(run):
+    ids = read_columns(Path("data/t/mixed_raw"), ["id"])["id"]
+    twin = next(i for i in ids if i.endswith(hashlib.sha1(b"planted_twin").hexdigest()[:16]))
+    assert _wd("--id", twin) == 0  # the removed twin; its kept partner (same content) goes too
+    left = set(read_columns(Path("data/t/mixed_raw"), ["id"])["id"])
+    assert len(left) == len(ids) - 2 and twin not in left
+
+
+def _subprocess_withdraw(args: list[str], crash: str | None) -> int:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if crash:
+        env["MINIDEEPSEEK_CRASH_AT"] = crash
+    return subprocess.run([sys.executable, str(ROOT / "withdraw.py"), "--config", "cfg.yaml", *args], env=env,
+                          capture_output=True, text=True, timeout=300).returncode
+
+
+@pytest.mark.parametrize("crash", ["accepted", "mixed_dedup:before_swap", "packed:before_swap", "packed:after_swap"])
+def test_kill_during_withdrawal_then_rerun(run, tmp_path, crash):
+    doc = _split_doc()
+    # the reference: an uninterrupted withdrawal in a copy
+    ref = tmp_path / "ref"
+    shutil.copytree(run, ref)
+    os.chdir(ref)
+    assert _subprocess_withdraw(["--id", doc], None) == 0
+    want = {a: _shards(a) for a in ("mixed_raw", "mixed_dedup", "packed")}
+    os.chdir(run)
+    assert _subprocess_withdraw(["--id", doc], crash) == -9
+    events = [json.loads(x)["event"] for x in Path("data/t/deletion_requests.jsonl").read_text().splitlines()]
+    assert events == ["accepted"]  # accepted, never applied: nothing claims to be done
+    for a in ARTS:  # every artifact is complete (old or new), never half-written
+        assert read_manifest(Path("data/t") / a) is not None or list(Path("data/t").glob(f"{a}.old-*"))
+    assert _subprocess_withdraw(["--id", doc], None) == 0  # the rerun completes it
+    assert not list(Path("data/t").glob("*.tmp-*")) and not list(Path("data/t").glob("*.old-*"))
+    assert {a: _shards(a) for a in ("mixed_raw", "mixed_dedup", "packed")} == want
+    events = [json.loads(x)["event"] for x in Path("data/t/deletion_requests.jsonl").read_text().splitlines()]
+    assert events == ["accepted", "applied"]
+    _assert_no_token_lost({doc})
+
+
+def test_rebuild_keeps_withdrawn_documents_out(run):
+    doc = read_columns(Path("data/t/mixed_raw"), ["id"])["id"][3]
+    assert _wd("--id", doc) == 0
+    assert mix_sampler.main(["--config", "cfg.yaml", "--force"]) == 0
+    man = read_manifest(Path("data/t/mixed_raw"))
+    assert doc not in read_columns(Path("data/t/mixed_raw"), ["id"])["id"]
+    assert sum(man["counters"]["withdrawn_at_ingestion"].values()) == 1
+    assert doc not in Path("data/t/mixed_raw/rejects.jsonl").read_text()
+
+
+def test_retrain_threshold(run):
+    sample = json.loads(Path("data/t/tokenizer/sample.json").read_text())
+    doc = sample["the_stack_v2"]["train"][0]
+    tok_sha = _sha(Path("data/t/tokenizer/tokenizer.json"))
+    assert _wd("--id", doc, "--set", "withdraw.retrain_share=0.001") == 0
+    rec = json.loads(next(Path("reports/t/withdrawals").glob("wd-*.json")).read_text())
+    assert rec["tokenizer"]["retrain_required"] and not rec["tokenizer"]["retrained"]
+    assert _sha(Path("data/t/tokenizer/tokenizer.json")) == tok_sha  # never retrained silently
+    assert "RETRAIN REQUIRED" in Path(f"reports/t/withdrawals/{rec['ticket']}.md").read_text()
+
+
+def test_retrain_when_asked(run):
+    sample = json.loads(Path("data/t/tokenizer/sample.json").read_text())
+    doc = sample["fineweb_edu"]["train"][0]
+    tok_sha = _sha(Path("data/t/tokenizer/tokenizer.json"))
+    assert _wd("--id", doc, "--set", "withdraw.retrain_share=0.001", "--retrain-tokenizer") == 0
+    rec = json.loads(next(Path("reports/t/withdrawals").glob("wd-*.json")).read_text())
+    assert rec["tokenizer"]["retrained"]
+    assert _sha(Path("data/t/tokenizer/tokenizer.json")) != tok_sha
+    assert doc not in Path("data/t/tokenizer/sample.json").read_text()
+    _assert_no_token_lost({doc})
