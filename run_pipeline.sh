@@ -6,6 +6,7 @@
 #   bash run_pipeline.sh --from mix_sampler --force   # rerun from one stage on
 #   bash run_pipeline.sh --only mix_sampler --set sampler.target_docs=2000
 #   NPROC=2 bash run_pipeline.sh --only smoke_train   # smoke train under torchrun, 2 processes
+#   bash run_pipeline.sh withdraw --id ID --why "..."  # deletion request (withdraw.py), then rerun what is stale
 #
 # First run: creates .venv and installs the pinned dependencies, builds the demo corpus into the
 # cache (~/.cache/minideepseek, or $MINIDEEPSEEK_CACHE). Later runs skip up-to-date stages.
@@ -15,8 +16,9 @@ cd "$(dirname "$0")"
 STAGES=(mix_sampler cross_source_dedup train_tokenizer pack_shuffle smoke_train)
 NPROC=${NPROC:-1}   # smoke_train processes: NPROC=2 runs it under torchrun (gloo on CPU, NCCL on GPUs)
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
-CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=()
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
+CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=() WITHDRAW=()
+if [ "${1:-}" = withdraw ]; then WITHDRAW=(withdraw.py); shift; fi
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) CONFIG=$2; shift 2 ;;
@@ -25,7 +27,8 @@ while [ $# -gt 0 ]; do
     --force) FORCE=(--force); shift ;;
     --set) SETS+=(--set "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "run_pipeline.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    *) if [ ${#WITHDRAW[@]} -gt 0 ]; then WITHDRAW+=("$1"); shift
+       else echo "run_pipeline.sh: unknown argument '$1'" >&2; usage >&2; exit 2; fi ;;
   esac
 done
 for s in "$FROM" "$ONLY"; do
@@ -36,6 +39,19 @@ done
 
 bash scripts/ensure_venv.sh
 PY=.venv/bin/python
+if [ ${#WITHDRAW[@]} -gt 0 ]; then
+  # a deletion request first; the stages below then skip what is up to date and rebuild what went stale
+  # (the smoke-train model, whose training data changed)
+  rc=0
+  "$PY" "${WITHDRAW[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} || rc=$?
+  case $rc in
+    0) ;;
+    4) echo "run_pipeline.sh: the withdrawal left traces (see its impact note); continuing" >&2 ;;
+    3) echo "run_pipeline.sh: the deletion request matched nothing; no stage to rerun" >&2; exit 3 ;;
+    *) echo "run_pipeline.sh: withdraw.py failed (exit $rc); rerun it to finish: $PY withdraw.py --resume" >&2
+       exit "$rc" ;;
+  esac
+fi
 started=0
 [ -z "$FROM" ] && started=1
 t0=$(date +%s)

@@ -19,7 +19,7 @@ from .stage import git_commit, package_versions, read_manifest, write_json_atomi
 # (artifact, stage script, reports it publishes)
 STAGES = (
     ("mixed_raw", "mix_sampler.py", ("source_mix.md", "filter_report.md")),
-    ("mixed_dedup", "cross_source_dedup.py", ("dedup_report.md", "contamination_report.md")),
+    ("mixed_dedup", "cross_source_dedup.py", ("dedup_report.md", "contamination_report.md", "data_profile.md")),
     ("tokenizer", "train_tokenizer.py", ("tokenizer_eval.md",)),
     ("packed", "pack_shuffle.py", ("packing_report.md",)),
     ("smoke_train", "smoke_train.py", ("smoke_train.md",)),

@@ -10,14 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from collections import defaultdict
 from pathlib import Path
 
 import datasets
 import pyarrow as pa
 import pytest
-import yaml
 
 import cross_source_dedup
 import mix_sampler
@@ -27,53 +25,16 @@ import withdraw
 from minideepseek.arrow_io import read_columns
 from minideepseek.packing.packer import encode_docs, load_tokenizer
 from minideepseek.stage import read_manifest
-from tests.realtext import stdlib_docstrings
+from tests.chain import build_chain
 
 ROOT = Path(__file__).resolve().parents[1]
-STDLIB = Path(sysconfig.get_paths()["stdlib"])
-SEQ = 64
 ARTS = ("mixed_raw", "mixed_dedup", "tokenizer", "packed")
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     """A finished stages 1-4 run with relative data/report dirs, so a test can copy it and chdir."""
-    tmp = tmp_path_factory.mktemp("wd")
-    # code from the last stdlib files, docstrings from the first: no docstring is inside a code document
-    code = sorted(p for p in STDLIB.glob("*.py") if 3_000 < p.stat().st_size < 12_000)[-50:]
-    docs = stdlib_docstrings(35, 300, 3000, unique=True)  # + the twin = 36 = the prose quota: all sampled
-    prose = [{"id": name, "text": doc, "url": f"https://docs.example.org/{name}"} for name, doc in docs]
-    words = prose[0]["text"].split(" ")  # a planted near-duplicate of the first docstring
-    prose.append({"id": "planted_twin", "text": " ".join(words[:-1] + ["(copy)"]), "url": "https://mirror.example/x"})
-    rows = {"code": [{"id": p.stem, "text": p.read_text(encoding="utf-8"), "url": f"file://{p.name}"} for p in code],
-            "prose": prose}
-    for name, rs in rows.items():
-        (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs))
-    cfg = {
-        "run": {"name": "t", "seed": 3, "data_dir": "data", "reports_dir": "reports"},
-        "sources": [
-            {"name": "the_stack_v2", "type": "local", "path": str(tmp / "code.jsonl"), "id_field": "id",
-             "url_field": "url", "fmt": "code", "weight": 0.55},
-            {"name": "fineweb_edu", "type": "local", "path": str(tmp / "prose.jsonl"), "id_field": "id",
-             "url_field": "url", "weight": 0.45},
-        ],
-        "sampler": {"target_docs": 80, "num_proc": 1, "min_chars": 50},
-        "dedup": {"num_proc": 1, "scurve_docs": 10, "threshold": 0.7},
-        "decontam": {"enabled": False},
-        "tokenizer": {"vocab_size": 1500, "heldout_min_docs": 2, "min_chars_per_source": 1000, "eval_reference": False},
-        "pack": {"seq_len": SEQ, "max_shard_bytes": 16 << 10, "batch_docs": 8, "decode_samples": 3},
-    }
-    root = tmp / "run"
-    root.mkdir()
-    (root / "cfg.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True))
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
-        for stage in (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle):
-            assert stage.main(["--config", "cfg.yaml"]) == 0
-    finally:
-        os.chdir(cwd)
-    return root
+    return build_chain(tmp_path_factory.mktemp("wd"))
 
 
 @pytest.fixture
@@ -86,7 +47,7 @@ def run(pristine, tmp_path, monkeypatch):
 
 
 def _wd(*args: str) -> int:
-    return withdraw.main(["--config", "cfg.yaml", *args])
+    return withdraw.main(["--config", "t.yaml", *args])
 
 
 def _sha(p: Path) -> str:
@@ -161,7 +122,7 @@ def test_withdraw_split_document_rewrites_only_its_shards(run):
         assert read_manifest(Path("data/t") / a)["fingerprint"] != fps[a]
     new = {a: read_manifest(Path("data/t") / a)["fingerprint"] for a in ARTS}
     for stage in (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle):
-        assert stage.main(["--config", "cfg.yaml"]) == 0
+        assert stage.main(["--config", "t.yaml"]) == 0
     assert {a: read_manifest(Path("data/t") / a)["fingerprint"] for a in ARTS} == new
     # reports: recomputed, no withdrawn id left in them
     mix = json.loads(Path("reports/t/source_mix.json").read_text())
@@ -236,7 +197,7 @@ def _subprocess_withdraw(args: list[str], crash: str | None) -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if crash:
         env["MINIDEEPSEEK_CRASH_AT"] = crash
-    return subprocess.run([sys.executable, str(ROOT / "withdraw.py"), "--config", "cfg.yaml", *args], env=env,
+    return subprocess.run([sys.executable, str(ROOT / "withdraw.py"), "--config", "t.yaml", *args], env=env,
                           capture_output=True, text=True, timeout=300).returncode
 
 
@@ -266,7 +227,7 @@ def test_kill_during_withdrawal_then_rerun(run, tmp_path, crash):
 def test_rebuild_keeps_withdrawn_documents_out(run):
     doc = read_columns(Path("data/t/mixed_raw"), ["id"])["id"][3]
     assert _wd("--id", doc) == 0
-    assert mix_sampler.main(["--config", "cfg.yaml", "--force"]) == 0
+    assert mix_sampler.main(["--config", "t.yaml", "--force"]) == 0
     man = read_manifest(Path("data/t/mixed_raw"))
     assert doc not in read_columns(Path("data/t/mixed_raw"), ["id"])["id"]
     assert sum(man["counters"]["withdrawn_at_ingestion"].values()) == 1

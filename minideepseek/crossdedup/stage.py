@@ -28,7 +28,8 @@ from tqdm import tqdm
 from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns
 from ..config import ConfigError
 from ..decontam import ContaminationIndex
-from ..records import DOC_FEATURES, SCHEMA_VERSION, base_id
+from ..profile import profile_dataset, profile_markdown
+from ..records import DOC_FEATURES, base_id
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
 from .config import DedupStageConfig
@@ -40,7 +41,9 @@ log = logging.getLogger(__name__)
 STAGE = "cross_source_dedup"
 ARTIFACT = "mixed_dedup"
 UPSTREAM = "mixed_raw"
-REPORTS = ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md")
+REPORTS = ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md",
+           "data_profile.json", "data_profile.md")
+SCHEMA_VERSION = 2  # 2: + data_profile (length / language / code / math per source)
 
 
 def run_dedup(cfg: DedupStageConfig, upstream_config_hash: str, config_path: str, force: bool = False) -> dict[str, Any]:
@@ -182,6 +185,9 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
                           "per_benchmark": dict(Counter(h.benchmark for h in hits_all)),
                           "per_source": dict(sorted(Counter(h.source for h in hits_all).items())),
                           "listing": [h.__dict__ for h in hits_all[:200]]})
+    profile = profile_dataset(tmp)
+    write_json_atomic(tmp / "data_profile.json", profile)
+    write_text_atomic(tmp / "data_profile.md", profile_markdown(profile))
     write_json_atomic(tmp / "dedup_report.json", report)
     write_text_atomic(tmp / "dedup_report.md", dedup_markdown(report))
     write_json_atomic(tmp / "contamination_report.json", contamination)

@@ -22,6 +22,7 @@ from ..crossdedup.report import contamination_markdown, dedup_markdown, post_ded
 from ..packing.config import EOT_ID
 from ..packing.packer import PackStats, shard_info
 from ..packing.report import build_report, decode_samples, report_markdown
+from ..profile import profile_dataset, profile_markdown
 from ..records import base_id
 from ..sampling.filter_report import filter_report_markdown
 from ..sampling.report import TOLERANCE_PP, source_mix_markdown
@@ -142,6 +143,9 @@ def refresh_mixed_dedup(tmp: Path, raw_dir: Path, bases: set[str], entry: dict[s
     rep, n = redact(rep, bases)
     _note(rep, entry, n)
     _save(tmp, "dedup_report", rep, dedup_markdown)
+    profile = profile_dataset(tmp)
+    _note(profile, entry, 0)
+    _save(tmp, "data_profile", profile, profile_markdown)
     con, n = redact(_load(tmp / "contamination_report.json"), bases)
     if "listing" in con:
         con["hits"] = sum(1 for _ in (tmp / "contamination_hits.jsonl").read_text().splitlines())

@@ -61,7 +61,8 @@ log = logging.getLogger(__name__)
 ARTIFACTS = ("mixed_raw", "mixed_dedup", "tokenizer", "packed", "smoke_train")
 REPORTS = {
     "mixed_raw": ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md"),
-    "mixed_dedup": ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md"),
+    "mixed_dedup": ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md",
+                    "data_profile.json", "data_profile.md"),
     "tokenizer": ("tokenizer_eval.json", "tokenizer_eval.md"),
     "packed": ("packing_report.json", "packing_report.md"),
 }
@@ -320,7 +321,8 @@ class Withdrawal:
         filter_jsonl(src / "removed.jsonl", tmp / "removed.jsonl", ids, ("id", "kept", "original"))
         filter_jsonl(src / "contamination_hits.jsonl", tmp / "contamination_hits.jsonl", ids, ("doc_id",))
         for name in REPORTS["mixed_dedup"]:
-            shutil.copyfile(src / name, tmp / name)
+            if (src / name).is_file():
+                shutil.copyfile(src / name, tmp / name)
         refresh_mixed_dedup(tmp, self.run_dir / "mixed_raw", bases, entry)
         rep = json.loads((tmp / "dedup_report.json").read_text())
         self._commit("mixed_dedup", man, tmp, entry,

@@ -1,0 +1,88 @@
+"""The dashboard's figures of one run, read from its reports (``reports/<run>/*.json``) and, for stage
+wall times, its ``summary.json`` or the manifests — never from the raw data, so a run whose data was
+deleted (or a committed example run) can still be compared.
+
+Metrics follow the seed's table P11-11: documents and tokens per source, dedup rate, text-length
+distribution, language shares, code and math shares, tokenizer compression per domain, packed shard
+sizes, contamination hits, stage wall times.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..config import ConfigError
+from ..stage import read_manifest
+
+STAGE_ARTIFACTS = ("mixed_raw", "mixed_dedup", "tokenizer", "packed", "smoke_train")
+STAGE_NAMES = ("mix_sampler", "cross_source_dedup", "train_tokenizer", "pack_shuffle", "smoke_train")
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def collect(report_dir: Path, data_dir: Path | None = None) -> dict[str, Any]:
+    """Figures of the run whose reports are in ``report_dir`` (``data_dir``: its artifacts, optional)."""
+    report_dir = Path(report_dir)
+    mix = _load(report_dir / "source_mix.json")
+    if mix is None:
+        raise ConfigError(f"{report_dir}/source_mix.json not found: not a run's report directory; run "
+                          f"`bash run_pipeline.sh` for it first, or pass reports/<run> of a finished run")
+    run = {"name": mix.get("run", report_dir.name), "dir": str(report_dir), "seed": mix.get("seed"), "sources": {}}
+    for r in mix["sources"]:
+        run["sources"][r["source"]] = {"target_share": r["target_share"], "docs": r["docs"], "tokens": r["tokens"],
+                                       "share_docs": r["share_docs"], "share_tokens": r["share_tokens"]}
+    run["totals"] = {"docs": mix["totals"]["docs"], "tokens": mix["totals"]["tokens"],
+                     "max_abs_deviation_pp": mix["totals"]["max_abs_deviation_pp"]}
+
+    dd = _load(report_dir / "dedup_report.json")
+    if dd:
+        run["dedup"] = {"rate": dd["dup_rate"], "docs_in": dd["docs_in"], "docs_out": dd["docs_out"],
+                        "per_source": {s: v.get("rate", 0.0) for s, v in dd["per_source"].items()}}
+    prof = _load(report_dir / "data_profile.json")
+    if prof:
+        run["profile"] = {s: _profile_entry(v) for s, v in prof["sources"].items()}
+        run["profile_overall"] = _profile_entry(prof["overall"]) if prof["overall"].get("docs") else {}
+    tk = _load(report_dir / "tokenizer_eval.json")
+    if tk:
+        run["tokenizer"] = {"vocab": tk["vocab_size_final"], "per_source": {
+            s: {name: m["tokens_per_char"] for name, m in by.items()} for s, by in tk["per_source"].items()}}
+    pk = _load(report_dir / "packing_report.json")
+    if pk:
+        sizes = [f["bytes"] for f in pk["shards"]["files"]]
+        run["packing"] = {"blocks": pk["blocks"], "efficiency": pk["packing_efficiency"], "pad_tokens": pk["pad_tokens"],
+                          "shard_bytes": sizes, "tokens_ours": {s: v["tokens"] for s, v in pk["per_source"].items()},
+                          "share_ours": {s: v["token_share"] for s, v in pk["per_source"].items()}}
+    con = _load(report_dir / "contamination_report.json")
+    if con:
+        run["contamination_hits"] = con.get("hits", 0)
+    st = _load(report_dir / "smoke_train.json")
+    if st:
+        run["smoke_train"] = {"loss_last": st["loss"]["last"], "val_last": st["val"]["last"],
+                              "passed": all(c["ok"] for c in st.get("criteria", {}).values() if isinstance(c, dict))}
+    run["wall_s"] = _wall_times(report_dir, data_dir)
+    return run
+
+
+def _profile_entry(v: dict[str, Any]) -> dict[str, Any]:
+    ln = v["length"]
+    return {"docs": v["docs"], "p10": ln.get("p10"), "p50": ln.get("p50"), "p90": ln.get("p90"),
+            "histogram": ln.get("histogram_chars", {}), "lang": v["lang_share_docs"],
+            "code": v["code_share_docs"], "math": v["math_share_docs"]}
+
+
+def _wall_times(report_dir: Path, data_dir: Path | None) -> dict[str, float | None]:
+    summ = _load(report_dir / "summary.json")
+    out: dict[str, float | None] = {}
+    if summ:
+        for s, name in zip(summ.get("stages", []), STAGE_NAMES):
+            out[name] = s.get("wall_s")
+    if data_dir is not None:
+        for art, name in zip(STAGE_ARTIFACTS, STAGE_NAMES):
+            man = read_manifest(Path(data_dir) / art)
+            if man is not None:
+                out[name] = man.get("wall_s")
+    return out

@@ -1,0 +1,59 @@
+"""A small real pipeline run (stages 1-4) for the withdrawal and dashboard tests: 50 stdlib modules as
+code, 35 stdlib docstrings + a planted near-duplicate as prose, 64-token blocks in 16 KiB shards (so
+documents cross blocks and shards)."""
+
+import json
+import os
+import sysconfig
+from pathlib import Path
+
+import yaml
+
+import cross_source_dedup
+import mix_sampler
+import pack_shuffle
+import train_tokenizer
+from tests.realtext import stdlib_docstrings
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+SEQ = 64
+
+
+def build_chain(tmp: Path, name: str = "t", weights: tuple[float, float] = (0.55, 0.45)) -> Path:
+    """Write the sources and config under ``tmp`` and run stages 1-4 in ``tmp/run`` (relative data and
+    report dirs, so the directory can be copied); returns ``tmp/run``."""
+    # code from the last stdlib files, docstrings from the first: no docstring is inside a code document
+    code = sorted(p for p in STDLIB.glob("*.py") if 3_000 < p.stat().st_size < 12_000)[-50:]
+    docs = stdlib_docstrings(35, 300, 3000, unique=True)  # + the twin = 36 = the prose quota: all sampled
+    prose = [{"id": n, "text": doc, "url": f"https://docs.example.org/{n}"} for n, doc in docs]
+    words = prose[0]["text"].split(" ")  # a planted near-duplicate of the first docstring
+    prose.append({"id": "planted_twin", "text": " ".join(words[:-1] + ["(copy)"]), "url": "https://mirror.example/x"})
+    rows = {"code": [{"id": p.stem, "text": p.read_text(encoding="utf-8"), "url": f"file://{p.name}"} for p in code],
+            "prose": prose}
+    for src, rs in rows.items():
+        (tmp / f"{src}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs))
+    cfg = {
+        "run": {"name": name, "seed": 3, "data_dir": "data", "reports_dir": "reports"},
+        "sources": [
+            {"name": "the_stack_v2", "type": "local", "path": str(tmp / "code.jsonl"), "id_field": "id",
+             "url_field": "url", "fmt": "code", "weight": weights[0]},
+            {"name": "fineweb_edu", "type": "local", "path": str(tmp / "prose.jsonl"), "id_field": "id",
+             "url_field": "url", "weight": weights[1]},
+        ],
+        "sampler": {"target_docs": 80, "num_proc": 1, "min_chars": 50},
+        "dedup": {"num_proc": 1, "scurve_docs": 10, "threshold": 0.7},
+        "decontam": {"enabled": False},
+        "tokenizer": {"vocab_size": 1500, "heldout_min_docs": 2, "min_chars_per_source": 1000, "eval_reference": False},
+        "pack": {"seq_len": SEQ, "max_shard_bytes": 16 << 10, "batch_docs": 8, "decode_samples": 3},
+    }
+    root = tmp / "run"
+    root.mkdir(exist_ok=True)
+    (root / f"{name}.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        for stage in (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle):
+            assert stage.main(["--config", f"{name}.yaml"]) == 0
+    finally:
+        os.chdir(cwd)
+    return root
