@@ -61,6 +61,9 @@ def figures(run: RunConfig) -> dict[str, Any]:
     if st:
         out["smoke_train"] = {k: st.get(k) for k in ("first_loss", "last_loss", "val_loss_first", "val_loss_last",
                                                       "passed")}
+    tickets = sorted(p.stem for p in (rep / "withdrawals").glob("wd-*.json")) if (rep / "withdrawals").is_dir() else []
+    if tickets:
+        out["withdrawals"] = tickets
     out["environment"] = {"python": platform.python_version(), "packages": package_versions(), "git_commit": git_commit()}
     return out
 
@@ -87,6 +90,8 @@ def markdown(f: dict[str, Any]) -> str:
         lines.append(f"- packing: {f['packing']}")
     if "smoke_train" in f:
         lines.append(f"- smoke train: {f['smoke_train']}")
+    if f.get("withdrawals"):
+        lines.append(f"- withdrawals: {len(f['withdrawals'])} ticket(s) applied, see [release_note.md](release_note.md)")
     env = f["environment"]
     lines += ["", "## Environment", "", f"- Python {env['python']}; git commit `{env['git_commit']}`",
               "- " + ", ".join(f"{k} {v}" for k, v in env["packages"].items() if k != "python"), ""]
