@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from minideepseek.cli import run_cli, setup_logging, stage_parser
+from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
 from minideepseek.crossdedup.config import DedupStageConfig
 from minideepseek.crossdedup.stage import run_dedup, upstream_hash
 from minideepseek.runconfig import load_stage_config
@@ -20,7 +20,9 @@ from minideepseek.runconfig import load_stage_config
 
 def _run(args: argparse.Namespace) -> None:
     cfg = load_stage_config(DedupStageConfig, args.config, args.overrides)
-    man = run_dedup(cfg, upstream_hash(args.config, args.overrides), args.config, force=args.force)
+    with open_executor(args) as ex:
+        man = run_dedup(cfg, upstream_hash(args.config, args.overrides), args.config, force=args.force,
+                        executor=ex)
     c = man["counters"]
     print(f"mixed_dedup: {c['docs_out']:,} of {c['docs_in']:,} docs kept (exact -{c['exact_removed']:,}, "
           f"near -{c['near_removed']:,}, contamination hits {c['contamination_hits']:,}) in "
@@ -29,6 +31,7 @@ def _run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("cross_source_dedup.py", __doc__ or "")
+    add_executor_args(parser)
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
     return run_cli(_run, args)

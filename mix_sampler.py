@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from minideepseek.cli import run_cli, setup_logging, stage_parser
+from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
 from minideepseek.runconfig import load_stage_config
 from minideepseek.sampling.config import MixSamplerConfig
 from minideepseek.sampling.stage import run_mix_sampler
@@ -20,7 +20,8 @@ from minideepseek.sampling.stage import run_mix_sampler
 
 def _run(args: argparse.Namespace) -> None:
     cfg = load_stage_config(MixSamplerConfig, args.config, args.overrides)
-    man = run_mix_sampler(cfg, force=args.force)
+    with open_executor(args) as ex:
+        man = run_mix_sampler(cfg, force=args.force, executor=ex)
     c = man["counters"]
     print(f"mixed_raw: {c['docs']:,} docs in {cfg.run.run_dir / 'mixed_raw'}; "
           f"report: {cfg.run.report_dir / 'source_mix.md'}")
@@ -28,6 +29,7 @@ def _run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("mix_sampler.py", __doc__ or "")
+    add_executor_args(parser)
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
     return run_cli(_run, args)

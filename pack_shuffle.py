@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from minideepseek.cli import run_cli, setup_logging, stage_parser
+from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
 from minideepseek.packing.config import PackStageConfig
 from minideepseek.packing.stage import ARTIFACT, run_pack, upstream_hashes
 from minideepseek.runconfig import load_stage_config
@@ -21,7 +21,9 @@ from minideepseek.runconfig import load_stage_config
 
 def _run(args: argparse.Namespace) -> None:
     cfg = load_stage_config(PackStageConfig, args.config, args.overrides)
-    man = run_pack(cfg, upstream_hashes(args.config, args.overrides), args.config, force=args.force)
+    with open_executor(args) as ex:
+        man = run_pack(cfg, upstream_hashes(args.config, args.overrides), args.config, force=args.force,
+                       executor=ex)
     c = man["counters"]
     tail = (f"dropped tail {c['dropped_tail_tokens']:,} tokens" if cfg.pack.tail == "drop"
             else f"{c['pad_tokens']:,} pad tokens")
@@ -32,6 +34,7 @@ def _run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("pack_shuffle.py", __doc__ or "")
+    add_executor_args(parser)
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
     return run_cli(_run, args)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from minideepseek.cli import run_cli, setup_logging, stage_parser
+from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
 from minideepseek.runconfig import load_stage_config
 from minideepseek.tokenizer.config import TokenizerStageConfig
 from minideepseek.tokenizer.stage import run_tokenizer, upstream_hash
@@ -21,7 +21,9 @@ from minideepseek.tokenizer.stage import run_tokenizer, upstream_hash
 
 def _run(args: argparse.Namespace) -> None:
     cfg = load_stage_config(TokenizerStageConfig, args.config, args.overrides)
-    man = run_tokenizer(cfg, upstream_hash(args.config, args.overrides), args.config, force=args.force)
+    with open_executor(args) as ex:
+        man = run_tokenizer(cfg, upstream_hash(args.config, args.overrides), args.config, force=args.force,
+                            executor=ex)
     c = man["counters"]
     print(f"tokenizer: vocab {c['vocab_size']:,} (target {c['vocab_target']:,}) from {c['train_docs']:,} docs in "
           f"{cfg.run.run_dir / 'tokenizer'}; report: {cfg.run.report_dir / 'tokenizer_eval.md'}")
@@ -29,6 +31,7 @@ def _run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = stage_parser("train_tokenizer.py", __doc__ or "")
+    add_executor_args(parser)
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
     return run_cli(_run, args)

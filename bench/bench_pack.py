@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from minideepseek.arrow_io import shard_paths  # noqa: E402
 from minideepseek.packing.config import PackConfig, PackStageConfig  # noqa: E402
 from minideepseek.packing.mapped import MappedArrow  # noqa: E402
 from minideepseek.packing.packer import DocBatch, _char_slices, load_tokenizer, pack_documents  # noqa: E402
-from minideepseek.packing.stage import upstream_shards  # noqa: E402
 from minideepseek.runconfig import load_stage_config  # noqa: E402
 from minideepseek.sources.base import rng_for  # noqa: E402
 
@@ -74,7 +74,7 @@ def child(args: argparse.Namespace, run_dir: Path) -> None:
     """One RSS measurement: stream the demo ``--copies`` times through pack_documents."""
     pc = PackConfig(batch_docs=args.batch_docs, num_threads=args.threads, seq_len=args.seq_len)
     tok = load_tokenizer(run_dir / "tokenizer" / "tokenizer.json", args.threads)
-    docs = MappedArrow(upstream_shards(run_dir / "mixed_dedup"), "stream", columns=["id", "source", "text"])
+    docs = MappedArrow(shard_paths(run_dir / "mixed_dedup"), "stream", columns=["id", "source", "text"])
     import numpy as np
 
     base = rss_mb()

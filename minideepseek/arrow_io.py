@@ -107,6 +107,12 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def shard_paths(ds_dir: Path) -> list[Path]:
+    """The data files a ``save_to_disk`` directory lists in its state.json (no globbing)."""
+    state = json.loads((Path(ds_dir) / "state.json").read_text(encoding="utf-8"))
+    return [Path(ds_dir) / f["filename"] for f in state["_data_files"]]
+
+
 def iter_dataset_rows(ds_dir: Path, columns: list[str] | None = None, batch_size: int = 1000) -> Iterator[dict[str, Any]]:
     """Stream rows of a saved dataset directory without loading it all (memory-mapped shards)."""
     state = json.loads((Path(ds_dir) / "state.json").read_text())

@@ -6,6 +6,9 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from .config import ConfigError
 
@@ -21,6 +24,26 @@ def stage_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rebuild even if the artifact is up to date")
     p.add_argument("--log-level", default=os.environ.get("MINIDEEPSEEK_LOG", "INFO"))
     return p
+
+
+def add_executor_args(p: argparse.ArgumentParser) -> None:
+    """--executor/--ray-address for the CPU stages (execution only: same artifacts either way)."""
+    p.add_argument("--executor", default=os.environ.get("MINIDEEPSEEK_EXECUTOR", "local"), choices=["local", "ray"],
+                   help="where parallel work runs: local processes (default) or a Ray cluster")
+    p.add_argument("--ray-address", default=os.environ.get("MINIDEEPSEEK_RAY_ADDRESS") or None,
+                   help="Ray cluster to join (e.g. auto, 10.0.0.1:6379, ray://head:10001); default: start a "
+                        "local Ray instance for this run")
+
+
+@contextmanager
+def open_executor(args: argparse.Namespace) -> Iterator[Any]:
+    from .executor import ExecutorSpec, make_executor
+
+    ex = make_executor(ExecutorSpec(getattr(args, "executor", "local"), getattr(args, "ray_address", None)))
+    try:
+        yield ex
+    finally:
+        ex.shutdown()
 
 
 def setup_logging(level: str = "INFO") -> None:

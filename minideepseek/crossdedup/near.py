@@ -110,6 +110,11 @@ class NearDedup:
             if j >= self.cfg.threshold:
                 uf.union(a, b)
                 verified.append((a, b, j, est))
+        return self._finish(uf, pairs, verified)
+
+    def _finish(self, uf: UnionFind, pairs: np.ndarray, verified: list[tuple[int, int, float, float]]
+                ) -> tuple[list[list[int]], dict[str, Any]]:
+        """Clusters (doc indices, largest first) and the report's figures from the verified edges."""
         clusters = [[int(self.doc_index[m]) for m in members] for members in uf.clusters().values()]
         clusters.sort(key=lambda c: (-len(c), c[0]))
         info = {
@@ -124,6 +129,9 @@ class NearDedup:
         log.info("near dedup: b=%d r=%d, %s candidate pairs, %s verified, %s clusters", self.b, self.r,
                  f"{len(pairs):,}", f"{len(verified):,}", f"{len(clusters):,}")
         return clusters, info
+
+    def close(self) -> None:
+        """Release work files (the local engine keeps everything in memory: nothing to do)."""
 
     def _shingle_set(self, k: int) -> np.ndarray:
         if k not in self._shingles:

@@ -16,24 +16,24 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing as mp
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns
+from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns, shard_paths
 from ..config import ConfigError
 from ..decontam import ContaminationIndex
+from ..executor import LocalExecutor
 from ..profile import profile_dataset, profile_markdown
 from ..records import DOC_FEATURES, base_id
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
 from .config import DedupStageConfig
 from .near import NearDedup
+from .ray_near import RayNearDedup
 from .report import build_dedup_report, contamination_markdown, dedup_markdown, post_dedup_mix
 
 log = logging.getLogger(__name__)
@@ -46,19 +46,22 @@ REPORTS = ("dedup_report.json", "dedup_report.md", "contamination_report.json", 
 SCHEMA_VERSION = 2  # 2: + data_profile (length / language / code / math per source)
 
 
-def run_dedup(cfg: DedupStageConfig, upstream_config_hash: str, config_path: str, force: bool = False) -> dict[str, Any]:
+def run_dedup(cfg: DedupStageConfig, upstream_config_hash: str, config_path: str, force: bool = False,
+              executor: Any = None) -> dict[str, Any]:
     run_dir = cfg.run.run_dir
     up = require_upstream(run_dir, UPSTREAM, "mix_sampler.py", upstream_config_hash, config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
-    return stage.execute(lambda tmp: _build(cfg, up, run_dir / UPSTREAM, tmp, stage), cfg.run.report_dir, REPORTS, force)
+    return stage.execute(lambda tmp: _build(cfg, up, run_dir / UPSTREAM, tmp, stage, executor), cfg.run.report_dir,
+                         REPORTS, force)
 
 
 def _keep_key(priority: dict[str, int], source: str, n_chars: int, doc_id: str) -> tuple:
     return (priority.get(source, len(priority)), -n_chars, doc_id)
 
 
-def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, stage: StageRun) -> dict[str, Any]:
+def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, stage: StageRun,
+           executor: Any = None) -> dict[str, Any]:
     dc = cfg.dedup
     recipe = [(s["name"], s["weight"]) for s in up["config"]["sources"]]
     order = list(dc.source_priority) or [name for name, _ in recipe]
@@ -102,15 +105,21 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     near_info: dict[str, Any] = {}
     if dc.near:
         todo = [i for i in range(n) if not is_copy[i] and i not in removed]
-        ctx = mp.get_context("forkserver")
-        pool = ProcessPoolExecutor(max_workers=dc.num_proc, mp_context=ctx) if dc.num_proc > 1 else None
-        try:
-            nd = NearDedup(dc, pool)
+        if executor is not None and executor.kind == "ray":  # the four phases as Ray tasks (ray_near.py)
+            # absolute paths: a Ray worker's working directory is not the driver's
+            nd = RayNearDedup(dc, executor, (tmp / ".near-work").resolve(), [p.resolve() for p in shard_paths(src_dir)])
             nd.signatures(src_dir, todo)
             clusters, near_info = nd.clusters(src_dir)
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
+            near_info["ray"] = nd.stats
+        else:
+            pool = LocalExecutor().pool(dc.num_proc)
+            try:
+                nd = NearDedup(dc, pool)
+                nd.signatures(src_dir, todo)
+                clusters, near_info = nd.clusters(src_dir)
+            finally:
+                if pool is not None:
+                    pool.shutdown(cancel_futures=True)
         giant = [c for c in clusters if len(c) > dc.max_cluster_size]
         if giant and dc.giant_cluster == "error":
             raise ConfigError(f"{len(giant)} near-duplicate cluster(s) larger than dedup.max_cluster_size="
@@ -181,6 +190,8 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     mix = post_dedup_mix(recipe, srcs, n_tokens, n_chars, kept_mask)
     report = build_dedup_report(cfg, ids, srcs, n_chars, removed, near_info, exact_groups, mix,
                                 nd if dc.near else None, stage.elapsed(), components, index_of)
+    if dc.near:
+        nd.close()  # the Ray engine's work files live in tmp: gone before the commit lists the outputs
     contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
                           "per_benchmark": dict(Counter(h.benchmark for h in hits_all)),
                           "per_source": dict(sorted(Counter(h.source for h in hits_all).items())),

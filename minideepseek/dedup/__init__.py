@@ -10,7 +10,15 @@ candidate pairs, vectorized with numpy and bit-compatible with datasketch 2.0.
 Throughput and memory: ``python bench/bench_minhash.py``.
 """
 
-from .lsh import DEFAULT_MAX_CLIQUE, band_keys, candidate_pairs, lsh_params, s_curve
+from .lsh import (
+    DEFAULT_MAX_CLIQUE,
+    band_keys,
+    band_pair_codes,
+    candidate_pairs,
+    lsh_params,
+    merge_pair_codes,
+    s_curve,
+)
 from .minhash import (
     MAX_HASH,
     estimated_jaccard,
@@ -44,6 +52,7 @@ __all__ = [
     "BaseHash",
     "ShingleKind",
     "band_keys",
+    "band_pair_codes",
     "batch_shingle_hashes",
     "candidate_pairs",
     "datasketch_hashfunc",
@@ -51,6 +60,7 @@ __all__ = [
     "exact_jaccard",
     "fmix32",
     "lsh_params",
+    "merge_pair_codes",
     "mix64_hash32",
     "normalize_text",
     "permutations",

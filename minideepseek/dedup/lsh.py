@@ -144,7 +144,18 @@ def candidate_pairs(keys: np.ndarray, max_clique: int = DEFAULT_MAX_CLIQUE) -> n
     if max_clique < 2:
         raise ValueError(f"max_clique must be >= 2, got {max_clique}")
     n = keys.shape[0]
-    codes = [_band_pairs(np.ascontiguousarray(keys[:, i]), max_clique) for i in range(keys.shape[1])]
+    codes = [band_pair_codes(np.ascontiguousarray(keys[:, i]), max_clique) for i in range(keys.shape[1])]
+    return merge_pair_codes(codes, n)
+
+
+def band_pair_codes(col: np.ndarray, max_clique: int = DEFAULT_MAX_CLIQUE) -> np.ndarray:
+    """One band's candidate pairs as codes ``i * n + j`` (n = len(col)): the unit of work of a
+    per-band task when the bands are processed apart (the Ray executor's bucket phase)."""
+    return _band_pairs(col, max_clique)
+
+
+def merge_pair_codes(codes: list[np.ndarray], n: int) -> np.ndarray:
+    """Union of the bands' pair codes -> (m, 2) int64 pairs, i < j, sorted, unique."""
     allc = np.concatenate(codes) if codes else np.empty(0, dtype=np.uint64)
     if allc.size == 0:
         return np.empty((0, 2), dtype=np.int64)

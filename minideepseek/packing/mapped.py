@@ -83,3 +83,16 @@ class MappedArrow:
             except BufferError:  # a caller still holds a zero-copy slice; the GC unmaps it later
                 pass
         self._maps = []
+
+
+def take_texts(args: tuple[list[str], np.ndarray]) -> list[str]:
+    """Task body: the ``text`` of rows ``idx`` (any order) of the dataset whose shards are listed.
+    Runs in a pool or Ray worker, which maps the (shared) files itself: only the texts travel."""
+    shards, idx = args
+    if len(idx) == 0:
+        return []
+    docs = MappedArrow([Path(x) for x in shards], "stream", columns=["text"])
+    try:
+        return docs.take(np.asarray(idx)).column("text").to_pylist()
+    finally:
+        docs.close()

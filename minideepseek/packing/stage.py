@@ -10,7 +10,6 @@ manifest. See ``packer.py`` for how memory stays bounded.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from ..arrow_io import shard_paths
 from ..runconfig import stage_config_hash
 from ..sources.base import rng_for
 from ..stage import InputRef, StageRun, peak_rss_mb, read_manifest, require_upstream, write_json_atomic, write_text_atomic
 from .config import PackStageConfig
 from .mapped import MappedArrow
-from .packer import DocBatch, load_tokenizer, order_sha256, pack_documents
+from .packer import DocBatch, encode_task, load_tokenizer, order_sha256, pack_documents
 from .report import REPORT_FILES, build_report, decode_samples, report_markdown
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ SCHEMA_VERSION = 1
 
 
 def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path: str,
-             force: bool = False) -> dict[str, Any]:
+             force: bool = False, executor: Any = None) -> dict[str, Any]:
     """Run stage 4 under the contract (skip when up to date, refuse stale upstreams)."""
     run_dir = cfg.run.run_dir
     docs = require_upstream(run_dir, DOCS, "cross_source_dedup.py", upstream_hashes[DOCS], config_path)
@@ -43,7 +43,8 @@ def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path:
     inputs = [InputRef(name=DOCS, path=str(run_dir / DOCS), fingerprint=docs["fingerprint"]),
               InputRef(name=TOKENIZER, path=str(run_dir / TOKENIZER), fingerprint=tok["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
-    return stage.execute(lambda tmp: _build(cfg, docs, tmp, stage), cfg.run.report_dir, REPORT_FILES, force)
+    return stage.execute(lambda tmp: _build(cfg, docs, tmp, stage, executor), cfg.run.report_dir, REPORT_FILES,
+                         force)
 
 
 def doc_batches(docs: MappedArrow, order: np.ndarray, batch_docs: int) -> Iterator[DocBatch]:
@@ -54,28 +55,29 @@ def doc_batches(docs: MappedArrow, order: np.ndarray, batch_docs: int) -> Iterat
         yield DocBatch(t.column("id").to_pylist(), t.column("source").to_pylist(), t.column("text").to_pylist())
 
 
-def upstream_shards(ds_dir: Path) -> list[Path]:
-    """The data files a ``save_to_disk`` directory lists in its state.json (no globbing)."""
-    state = json.loads((ds_dir / "state.json").read_text(encoding="utf-8"))
-    return [ds_dir / f["filename"] for f in state["_data_files"]]
-
-
 def recipe_weights(run_dir: Path) -> dict[str, float]:
     """The recipe's source weights, from the config stage 1 recorded in mixed_raw's manifest."""
     man = read_manifest(run_dir / "mixed_raw") or {}
     return {s["name"]: float(s["weight"]) for s in man.get("config", {}).get("sources", [])}
 
 
-def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: StageRun) -> dict[str, Any]:
+def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: StageRun,
+           executor: Any = None) -> dict[str, Any]:
     pc, seed, run_dir = cfg.pack, cfg.run.seed, cfg.run.run_dir
     tok = load_tokenizer(run_dir / TOKENIZER / "tokenizer.json", pc.num_threads)
-    docs = MappedArrow(upstream_shards(run_dir / DOCS), "stream", columns=["id", "source", "text"])
+    docs = MappedArrow(shard_paths(run_dir / DOCS), "stream", columns=["id", "source", "text"])
     doc_order = rng_for(seed, "pack", "documents").permutation(docs.num_rows)
     log.info("%s: %s documents from %s, tokenizer vocab %s, seq_len %s, tail %s", STAGE, f"{docs.num_rows:,}",
              run_dir / DOCS, f"{tok.get_vocab_size():,}", f"{pc.seq_len:,}", pc.tail)
+    encoded = None
+    if executor is not None and executor.kind == "ray":  # tokenization as Ray tasks, packing here
+        shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]  # a Ray worker's cwd is not ours
+        tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
+        encoded = executor.map(encode_task, ((shards, doc_order[j:j + pc.batch_docs], tok_path)
+                                             for j in range(0, len(doc_order), pc.batch_docs)))
     try:
         stats = pack_documents(doc_batches(docs, doc_order, pc.batch_docs), tok, pc,
-                               rng_for(seed, "pack", "blocks"), tmp, tmp / ".work")
+                               rng_for(seed, "pack", "blocks"), tmp, tmp / ".work", encoded=encoded)
     finally:
         docs.close()
     assert stats.docs == docs.num_rows == docs_man["counters"].get("docs_out", stats.docs), \

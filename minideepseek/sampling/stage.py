@@ -10,7 +10,6 @@ source-mix report is computed from exactly the rows written.
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import shutil
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ..arrow_io import DatasetWriter, iter_dataset_rows
+from ..executor import LocalExecutor
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject
 from ..sources import make_source
 from ..stage import InputRef, StageRun, write_json_atomic, write_text_atomic
@@ -90,7 +90,7 @@ def deletion_input(cfg: MixSamplerConfig) -> InputRef | None:
     return InputRef(name=DELETION_INPUT, path=str(path), fingerprint=fp)
 
 
-def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False) -> dict[str, Any]:
+def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False, executor: Any = None) -> dict[str, Any]:
     run_dir = cfg.run.run_dir
     sources = {s.name: make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers) for s in cfg.sources}
     inputs = [src.input_ref() for src in sources.values()]
@@ -98,10 +98,10 @@ def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False) -> dict[str, Any
     if deletions is not None:
         inputs.append(deletions)
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
-    return stage.execute(lambda tmp: _build(cfg, sources, tmp, stage), cfg.run.report_dir, REPORTS, force)
+    return stage.execute(lambda tmp: _build(cfg, sources, tmp, stage, executor), cfg.run.report_dir, REPORTS, force)
 
 
-def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> dict[str, Any]:
+def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, executor: Any = None) -> dict[str, Any]:
     sc = cfg.sampler
     withdrawn = log_matcher(cfg.run.deletion_log_path)
     if withdrawn:
@@ -151,9 +151,9 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun) -> 
             reject_counts[rej.source][rej.reason] += 1
         rejects_fh.write(rej.to_json() + "\n")
 
-    # forkserver: workers start clean (no inherited tokenizer threads, no copied source lists)
-    ctx = mp.get_context("forkserver")
-    pool = ProcessPoolExecutor(max_workers=sc.num_proc, mp_context=ctx) if sc.num_proc > 1 else None
+    # the extraction/filter pool: local processes, or Ray tasks (--executor ray); results are re-joined
+    # in submission order, so the sample does not depend on where they ran
+    pool = (executor or LocalExecutor()).pool(sc.num_proc)
     try:
         takers = {}
         for s in cfg.sources:

@@ -13,7 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..arrow_io import iter_dataset_rows, read_columns
+import numpy as np
+
+from ..arrow_io import iter_dataset_rows, read_columns, shard_paths
+from ..packing.mapped import take_texts
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic
 from .build import new_tokenizer, new_trainer
@@ -29,16 +32,27 @@ ARTIFACT = "tokenizer"
 UPSTREAM = "mixed_dedup"
 REPORTS = ("tokenizer_eval.json", "tokenizer_eval.md")
 SCHEMA_VERSION = 1
+COLLECT_DOCS = 2_000  # training documents per sample-collection task (--executor ray)
 
 
-def _texts(src: Path, wanted: set[int], batch: int = 256) -> Iterator[list[str]]:
+def _texts(src: Path, wanted: set[int], batch: int = 256, executor: Any = None) -> Iterator[list[str]]:
+    """The training texts in dataset order, ``batch`` at a time. With a Ray executor the sample is
+    collected by tasks (``COLLECT_DOCS`` rows each, read from the shared dataset) and re-batched here,
+    so the trainer sees the same stream either way: training itself runs in this process, as the
+    library requires."""
+    if executor is not None and executor.kind == "ray":
+        idx = np.array(sorted(wanted), dtype=np.int64)
+        shards = [str(p.resolve()) for p in shard_paths(src)]  # a Ray worker's cwd is not ours
+        chunks = ((shards, idx[s:s + COLLECT_DOCS]) for s in range(0, len(idx), COLLECT_DOCS))
+        stream: Iterator[str] = (t for texts in executor.map(take_texts, chunks) for t in texts)
+    else:
+        stream = (row["text"] for i, row in enumerate(iter_dataset_rows(src, columns=["text"])) if i in wanted)
     buf: list[str] = []
-    for i, row in enumerate(iter_dataset_rows(src, columns=["text"])):
-        if i in wanted:
-            buf.append(row["text"])
-            if len(buf) >= batch:
-                yield buf
-                buf = []
+    for text in stream:
+        buf.append(text)
+        if len(buf) >= batch:
+            yield buf
+            buf = []
     if buf:
         yield buf
 
@@ -56,15 +70,16 @@ def hf_config_files(out: Path, model_max_length: int = 4096) -> None:
 
 
 def run_tokenizer(cfg: TokenizerStageConfig, upstream_config_hash: str, config_path: str,
-                  force: bool = False) -> dict[str, Any]:
+                  force: bool = False, executor: Any = None) -> dict[str, Any]:
     run_dir = cfg.run.run_dir
     up = require_upstream(run_dir, UPSTREAM, "cross_source_dedup.py", upstream_config_hash, config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
-    return stage.execute(lambda tmp: _build(cfg, run_dir / UPSTREAM, tmp, stage), cfg.run.report_dir, REPORTS, force)
+    return stage.execute(lambda tmp: _build(cfg, run_dir / UPSTREAM, tmp, stage, executor), cfg.run.report_dir,
+                         REPORTS, force)
 
 
-def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun) -> dict[str, Any]:
+def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, executor: Any = None) -> dict[str, Any]:
     tc = cfg.tokenizer
     meta = read_columns(src, ["id", "source", "n_chars"])
     sources, n_chars, ids = meta["source"], meta["n_chars"], meta["id"]
@@ -76,7 +91,7 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun) -> 
 
     tok = new_tokenizer(tc)
     t0 = time.time()
-    tok.train_from_iterator(_texts(src, train_idx), trainer=new_trainer(tc), length=len(train_idx))
+    tok.train_from_iterator(_texts(src, train_idx, executor=executor), trainer=new_trainer(tc), length=len(train_idx))
     train_s = time.time() - t0
     rss = peak_rss_mb()
     final_vocab = tok.get_vocab_size()

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..arrow_io import shard_paths
 from ..config import ConfigError
 from ..records import base_id
 from ..stage import read_manifest
@@ -33,12 +34,6 @@ from .tickets import Matcher, Selector
 log = logging.getLogger(__name__)
 
 DATASETS = ("mixed_raw", "mixed_dedup")
-
-
-def shard_paths(ds_dir: Path) -> list[Path]:
-    """The data files a ``save_to_disk`` directory lists in its state.json (no globbing)."""
-    state = json.loads((ds_dir / "state.json").read_text(encoding="utf-8"))
-    return [ds_dir / f["filename"] for f in state["_data_files"]]
 
 
 def iter_batches(path: Path, columns: list[str] | None = None):  # type: ignore[no-untyped-def]

@@ -1,0 +1,178 @@
+"""Near-duplicate detection on a Ray cluster, in datatrove's four phases, with the same result as the
+local ``NearDedup`` (same signatures, same candidate pairs, same verified edges, same clusters):
+
+1. *signatures*: one task per block of documents reads its texts from the (shared) dataset, computes
+   the MinHash signatures and the b band keys, and writes them as files: ``sigs/block-K.npy`` and
+   ``keys/band-I/block-K.npy``. Nothing is returned but row counts, so no process ever holds all
+   signatures.
+2. *buckets* (the shuffle): one task per band reads that band's key column from every block (n x 8
+   bytes: the bytes shuffled per band) and turns equal keys into pair codes, exactly as the local
+   per-band step does (cliques, stars for giant buckets); it writes ``pairs/band-I.npy``. The driver
+   merges the bands' pair codes (sorted, unique): candidate pairs, not signatures.
+3. *verify + components*: tasks verify chunks of candidate pairs (exact Jaccard of the shingle sets,
+   read from the dataset, or the signature estimate, read from the block files); the driver runs
+   union-find over the verified edges in the local order.
+4. *filter*: the stage applies the keep policy and writes the survivors, as in the local run.
+
+Memory per task: one block's texts and signatures, or one band's key column (8 bytes a document).
+The work files live inside the artifact's temporary directory on the shared filesystem and are
+removed with ``close()`` before the stage commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+
+from ..dedup import (
+    band_keys,
+    band_pair_codes,
+    estimated_jaccard,
+    exact_jaccard,
+    merge_pair_codes,
+    shingle_hashes,
+    signatures_for_texts,
+)
+from ..dedup.lsh import DEFAULT_MAX_CLIQUE
+from ..packing.mapped import MappedArrow
+from .config import DedupConfig
+from .near import NearDedup
+from .unionfind import UnionFind
+
+log = logging.getLogger(__name__)
+
+BLOCK_DOCS = 20_000  # documents per signature task (~40 MB of text at 2 KB a document)
+VERIFY_PAIRS = 50_000  # candidate pairs per verification task
+
+
+class BlockedSigs:
+    """The signature matrix as the phase-1 block files, read on demand (memory-mapped)."""
+
+    def __init__(self, files: Sequence[Path], rows: Sequence[int], num_perm: int) -> None:
+        self.files = [Path(f) for f in files]
+        self.starts = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+        self.num_perm = num_perm
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self), self.num_perm
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((len(rows), self.num_perm), dtype=np.uint32)
+        blk = np.searchsorted(self.starts, rows, side="right") - 1
+        for b in np.unique(blk).tolist():
+            m = blk == b
+            out[m] = np.load(self.files[b], mmap_mode="r")[rows[m] - self.starts[b]]
+        return out
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, slice):
+            return self.take(np.arange(*key.indices(len(self))))
+        return self.take(np.asarray(key))
+
+
+def _sig_block(args: tuple) -> dict[str, Any]:
+    """Phase 1 task: texts of ``doc_idx`` -> signature and band-key files of block ``k``."""
+    shards, doc_idx, c, b, r, work, k = args
+    docs = MappedArrow([Path(s) for s in shards], "stream", columns=["text"])
+    try:
+        texts = docs.take(doc_idx).column("text").to_pylist() if len(doc_idx) else []
+    finally:
+        docs.close()
+    sigs = signatures_for_texts(texts, c["shingle"], c["ngram"], c["num_perm"], c["seed"], c["base_hash"])
+    work = Path(work)
+    np.save(work / "sigs" / f"block-{k:05d}.npy", sigs)
+    keys = band_keys(sigs, b, r)
+    for i in range(b):
+        np.save(work / "keys" / f"band-{i:03d}" / f"block-{k:05d}.npy", np.ascontiguousarray(keys[:, i]))
+    return {"block": k, "rows": len(sigs), "text_bytes": sum(len(t) for t in texts)}
+
+
+def _band_task(args: tuple) -> dict[str, Any]:
+    """Phase 2 task: one band's keys from every block -> that band's pair codes."""
+    i, files, max_clique, out = args
+    col = np.concatenate([np.load(f) for f in files]) if files else np.empty(0, np.uint64)
+    codes = band_pair_codes(col, max_clique)
+    np.save(out, codes)
+    return {"band": i, "bytes_in": int(col.nbytes), "pair_codes": int(len(codes))}
+
+
+def _verify_task(args: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Phase 3 task: (exact or estimated Jaccard, estimate) of a chunk of candidate pairs."""
+    pairs, doc_of_row, sig_files, sig_rows, c, shards = args
+    sigs = BlockedSigs(sig_files, sig_rows, c["num_perm"])
+    est = np.asarray(estimated_jaccard(sigs.take(pairs[:, 0]), sigs.take(pairs[:, 1])), dtype=np.float64)
+    if c["verify"] != "exact":
+        return est, est
+    rows = np.unique(pairs.ravel())
+    docs = MappedArrow([Path(s) for s in shards], "stream", columns=["text"])
+    try:
+        texts = docs.take(doc_of_row[rows]).column("text").to_pylist()
+    finally:
+        docs.close()
+    sets = {int(r): shingle_hashes(t, c["shingle"], c["ngram"], c["base_hash"]) for r, t in zip(rows, texts)}
+    j = np.array([float(exact_jaccard(sets[int(a)], sets[int(b)])) for a, b in pairs], dtype=np.float64)
+    return j, est
+
+
+class RayNearDedup(NearDedup):
+    """``NearDedup`` whose phases run as tasks of ``executor`` (a ``RayExecutor``)."""
+
+    def __init__(self, cfg: DedupConfig, executor: Any, work_dir: Path, shards: list[Path]) -> None:
+        super().__init__(cfg, None)
+        self.ex = executor
+        self.work = Path(work_dir)
+        self.shards = [str(s) for s in shards]
+        self.stats: dict[str, Any] = {}
+        self._params = {"shingle": cfg.shingle, "ngram": cfg.ngram, "num_perm": cfg.num_perm, "seed": cfg.seed,
+                        "base_hash": cfg.base_hash, "verify": cfg.verify}
+
+    def signatures(self, src_dir: Path, todo: list[int]) -> None:
+        self.doc_index = np.array(sorted(set(todo)), dtype=np.int64)
+        self._pos = {int(d): k for k, d in enumerate(self.doc_index)}
+        for sub in ["sigs"] + [f"keys/band-{i:03d}" for i in range(self.b)] + ["pairs"]:
+            (self.work / sub).mkdir(parents=True, exist_ok=True)
+        blocks = [self.doc_index[s:s + BLOCK_DOCS] for s in range(0, len(self.doc_index), BLOCK_DOCS)]
+        tasks = ((self.shards, blk, self._params, self.b, self.r, str(self.work), k) for k, blk in enumerate(blocks))
+        res = list(self.ex.map(_sig_block, tasks))
+        self._rows = [x["rows"] for x in res]
+        self.sigs = BlockedSigs([self.work / "sigs" / f"block-{k:05d}.npy" for k in range(len(blocks))],  # type: ignore[assignment]
+                                self._rows, self.cfg.num_perm)
+        self.stats["signature_tasks"] = len(blocks)
+        self.stats["text_bytes_read"] = sum(x["text_bytes"] for x in res)
+        log.info("ray minhash: %s documents in %s block task(s)", f"{len(self.doc_index):,}", len(blocks))
+
+    def clusters(self, src_dir: Path) -> tuple[list[list[int]], dict[str, Any]]:
+        n = len(self.doc_index)
+        band_files = [[self.work / "keys" / f"band-{i:03d}" / f"block-{k:05d}.npy" for k in range(len(self._rows))]
+                      for i in range(self.b)]
+        outs = [self.work / "pairs" / f"band-{i:03d}.npy" for i in range(self.b)]
+        res = list(self.ex.map(_band_task, ((i, band_files[i], DEFAULT_MAX_CLIQUE, outs[i]) for i in range(self.b))))
+        self.stats["bytes_shuffled_per_band"] = [x["bytes_in"] for x in res]
+        pairs = merge_pair_codes([np.load(f) for f in outs], n)
+        self._ds = datasets.load_from_disk(str(src_dir))
+        sig_files = self.sigs.files  # type: ignore[union-attr]
+        chunks = [pairs[s:s + VERIFY_PAIRS] for s in range(0, len(pairs), VERIFY_PAIRS)]
+        verified = []
+        uf = UnionFind(n)
+        results = self.ex.map(_verify_task, ((ch, self.doc_index, sig_files, self._rows, self._params, self.shards)
+                                             for ch in chunks))
+        for ch, (js, ests) in zip(chunks, results):
+            for (a, b), j, est in zip(ch.tolist(), js.tolist(), ests.tolist()):
+                if j >= self.cfg.threshold:
+                    uf.union(a, b)
+                    verified.append((a, b, j, est))
+        return self._finish(uf, pairs, verified)
+
+    def close(self) -> None:
+        shutil.rmtree(self.work, ignore_errors=True)

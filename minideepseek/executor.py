@@ -1,0 +1,184 @@
+"""Where a stage's parallel work runs: ``local`` (this machine's process pool) or ``ray`` (a Ray
+cluster, or a local Ray instance started for the run).
+
+Both give the same artifacts: every parallel step is a pure function over a batch whose results
+are collected in submission order, so the output cannot depend on which worker ran what or when.
+The stage code asks the executor for a *pool* (``submit(fn, arg) -> future``, ``_max_workers``)
+where it already used a ``ProcessPoolExecutor`` (stage 1's extraction/filters, stage 4's
+tokenization), or for an ordered ``map`` of tasks (stage 2's MinHash phases, stage 3's sample
+collection).
+
+Ray needs the artifacts on storage every node sees at the same path (NFS, a mounted bucket): tasks
+read their inputs and write their outputs there, and only small results travel through Ray's
+object store. Workers import this package from the driver's checkout (``PYTHONPATH`` is set in the
+job's runtime environment), so the repository must sit at the same path on every node too.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import ConfigError
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """``--executor`` / ``--ray-address`` (execution only: never part of a config hash)."""
+
+    kind: str = "local"
+    address: str | None = None  # ray: "auto", "ray://head:10001", "10.0.0.1:6379"; None starts a local instance
+    num_cpus: int | None = None  # ray, local instance only: CPUs it may use (default: all)
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXECUTORS:
+            raise ConfigError(f"--executor {self.kind!r}: use one of {list(EXECUTORS)}")
+        if self.address and self.kind != "ray":
+            raise ConfigError("--ray-address needs --executor ray")
+
+
+class LocalExecutor:
+    kind = "local"
+
+    def pool(self, workers: int) -> ProcessPoolExecutor | None:
+        """A process pool of ``workers`` (None for 1: run in this process). forkserver: workers start
+        clean (no inherited tokenizer threads, no copied source lists)."""
+        if workers <= 1:
+            return None
+        return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("forkserver"))
+
+    def map(self, fn: Callable[[Any], Any], args: Iterable[Any], workers: int = 1, window: int = 0) -> Iterator[Any]:
+        """``fn`` over ``args`` in order (at most ``window`` in flight; 0 = 2 x workers)."""
+        pool = self.pool(workers)
+        if pool is None:
+            yield from map(fn, args)
+            return
+        try:
+            yield from _windowed((lambda a: pool.submit(fn, a)), (lambda f: f.result()), args, window or 2 * workers)
+        finally:
+            pool.shutdown(cancel_futures=True)
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _windowed(submit: Callable[[Any], Any], result: Callable[[Any], Any], args: Iterable[Any],
+              window: int) -> Iterator[Any]:
+    pending: deque = deque()
+    for a in args:
+        pending.append(submit(a))
+        if len(pending) >= window:
+            yield result(pending.popleft())
+    while pending:
+        yield result(pending.popleft())
+
+
+class _RayFuture:
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def result(self) -> Any:
+        import ray
+
+        return ray.get(self.ref)
+
+
+class RayPool:
+    """The slice of ``ProcessPoolExecutor`` the stages use, backed by Ray tasks."""
+
+    def __init__(self, ex: RayExecutor) -> None:
+        self._ex = ex
+        self._max_workers = ex.cpus
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> _RayFuture:
+        return _RayFuture(self._ex.remote(fn).remote(*args))
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+class RayExecutor:
+    """Joins (or starts) Ray on first use, so a stage that is up to date never pays Ray's start-up."""
+
+    kind = "ray"
+
+    def __init__(self, spec: ExecutorSpec) -> None:
+        try:
+            import ray  # noqa: F401
+        except ImportError as exc:  # pinned in requirements.txt; a hand-made venv may lack it
+            raise ConfigError("--executor ray needs the `ray` package: pip install -r requirements.txt") from exc
+        self.spec = spec
+        self._remotes: dict[Any, Any] = {}
+        self._owns = False
+        self._cpus = 0
+
+    @property
+    def cpus(self) -> int:
+        self._ensure()
+        return self._cpus
+
+    def _ensure(self) -> None:
+        import ray
+
+        if self._cpus:
+            return
+        if not ray.is_initialized():
+            path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+            # tasks run side by side: one tokenizer thread each, or they oversubscribe the cores
+            env = {"env_vars": {"PYTHONPATH": path, "RAYON_NUM_THREADS": "1"}}
+            kw: dict[str, Any] = {"runtime_env": env, "log_to_driver": False, "include_dashboard": False}
+            if self.spec.address:
+                kw["address"] = self.spec.address
+            elif self.spec.num_cpus:
+                kw["num_cpus"] = self.spec.num_cpus
+            try:
+                ray.init(**kw)
+            except ConnectionError as exc:
+                raise ConfigError(f"cannot reach the Ray cluster at {self.spec.address!r} ({exc}); start it with "
+                                  f"`ray start --head` or pass the --ray-address of a running head") from exc
+            self._owns = True
+        self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        log.info("ray executor: %s CPUs (%s)", self._cpus, self.spec.address or "local instance")
+
+    def remote(self, fn: Callable[..., Any]) -> Any:
+        import ray
+
+        self._ensure()
+        if fn not in self._remotes:
+            self._remotes[fn] = ray.remote(num_cpus=1)(fn)
+        return self._remotes[fn]
+
+    def pool(self, workers: int) -> RayPool:
+        self._ensure()
+        return RayPool(self)
+
+    def map(self, fn: Callable[[Any], Any], args: Iterable[Any], workers: int = 1, window: int = 0) -> Iterator[Any]:
+        """Ordered results of one Ray task per argument, at most ``window`` (0 = 2 x cluster CPUs) in flight."""
+        import ray
+
+        rf = self.remote(fn)
+        yield from _windowed(lambda a: rf.remote(a), ray.get, args, window or 2 * self.cpus)
+
+    def shutdown(self) -> None:
+        import ray
+
+        if self._owns and ray.is_initialized():
+            ray.shutdown()
+
+
+def make_executor(spec: ExecutorSpec | None) -> LocalExecutor | RayExecutor:
+    if spec is None or spec.kind == "local":
+        return LocalExecutor()
+    return RayExecutor(spec)
