@@ -7,6 +7,7 @@
 #   bash run_pipeline.sh --only mix_sampler --set sampler.target_docs=2000
 #   NPROC=2 bash run_pipeline.sh --only smoke_train   # smoke train under torchrun, 2 processes
 #   bash run_pipeline.sh withdraw --id ID --why "..."  # deletion request (withdraw.py), then rerun what is stale
+#   bash run_pipeline.sh --executor ray [--ray-address HOST:6379]   # stages 1-4 on a Ray cluster (same artifacts)
 #
 # First run: creates .venv and installs the pinned dependencies, builds the demo corpus into the
 # cache (~/.cache/minideepseek, or $MINIDEEPSEEK_CACHE). Later runs skip up-to-date stages.
@@ -16,8 +17,8 @@ cd "$(dirname "$0")"
 STAGES=(mix_sampler cross_source_dedup train_tokenizer pack_shuffle smoke_train)
 NPROC=${NPROC:-1}   # smoke_train processes: NPROC=2 runs it under torchrun (gloo on CPU, NCCL on GPUs)
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
-CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=() WITHDRAW=()
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
+CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=() WITHDRAW=() EXEC=()
 if [ "${1:-}" = withdraw ]; then WITHDRAW=(withdraw.py); shift; fi
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,6 +27,8 @@ while [ $# -gt 0 ]; do
     --only) ONLY=$2; shift 2 ;;
     --force) FORCE=(--force); shift ;;
     --set) SETS+=(--set "$2"); shift 2 ;;
+    --executor) EXEC+=(--executor "$2"); shift 2 ;;
+    --ray-address) EXEC+=(--ray-address "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) if [ ${#WITHDRAW[@]} -gt 0 ]; then WITHDRAW+=("$1"); shift
        else echo "run_pipeline.sh: unknown argument '$1'" >&2; usage >&2; exit 2; fi ;;
@@ -61,9 +64,10 @@ for stage in "${STAGES[@]}"; do
   elif [ $started -eq 0 ]; then continue; fi
   echo "== $stage =="
   ts=$(date +%s)
-  launch=("$PY" "$stage.py")
-  if [ "$stage" = smoke_train ] && [ "$NPROC" -gt 1 ]; then
-    launch=(.venv/bin/torchrun --standalone --nproc_per_node="$NPROC" "$stage.py")
+  launch=("$PY" "$stage.py" ${EXEC[@]+"${EXEC[@]}"})   # --executor: the CPU stages 1-4
+  if [ "$stage" = smoke_train ]; then
+    launch=("$PY" "$stage.py")
+    [ "$NPROC" -gt 1 ] && launch=(.venv/bin/torchrun --standalone --nproc_per_node="$NPROC" "$stage.py")
   fi
   if ! "${launch[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"}; then
     echo "run_pipeline.sh: stage $stage failed; fix the error above, then rerun from it:" >&2

@@ -109,6 +109,19 @@ class RayPool:
         pass
 
 
+def ray_init_kwargs(address: str | None = None, num_cpus: int | None = None) -> dict[str, Any]:
+    """``ray.init`` arguments for a run: workers import this checkout (PYTHONPATH) and use one
+    tokenizer thread each (tasks run side by side; more threads would oversubscribe the cores)."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    kw: dict[str, Any] = {"runtime_env": {"env_vars": {"PYTHONPATH": path, "RAYON_NUM_THREADS": "1"}},
+                          "log_to_driver": False, "include_dashboard": False}
+    if address:
+        kw["address"] = address
+    elif num_cpus:
+        kw["num_cpus"] = num_cpus
+    return kw
+
+
 class RayExecutor:
     """Joins (or starts) Ray on first use, so a stage that is up to date never pays Ray's start-up."""
 
@@ -135,16 +148,8 @@ class RayExecutor:
         if self._cpus:
             return
         if not ray.is_initialized():
-            path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-            # tasks run side by side: one tokenizer thread each, or they oversubscribe the cores
-            env = {"env_vars": {"PYTHONPATH": path, "RAYON_NUM_THREADS": "1"}}
-            kw: dict[str, Any] = {"runtime_env": env, "log_to_driver": False, "include_dashboard": False}
-            if self.spec.address:
-                kw["address"] = self.spec.address
-            elif self.spec.num_cpus:
-                kw["num_cpus"] = self.spec.num_cpus
             try:
-                ray.init(**kw)
+                ray.init(**ray_init_kwargs(self.spec.address, self.spec.num_cpus))
             except ConnectionError as exc:
                 raise ConfigError(f"cannot reach the Ray cluster at {self.spec.address!r} ({exc}); start it with "
                                   f"`ray start --head` or pass the --ray-address of a running head") from exc
