@@ -89,13 +89,20 @@ def _sig_block(args: tuple) -> dict[str, Any]:
         texts = docs.take(doc_idx).column("text").to_pylist() if len(doc_idx) else []
     finally:
         docs.close()
-    sigs = signatures_for_texts(texts, c["shingle"], c["ngram"], c["num_perm"], c["seed"], c["base_hash"])
+    text_bytes = sum(len(t) for t in texts)
+    # in sub-batches of dedup.batch_size, as the local engine: shingle arrays of a whole block would
+    # cost ~8 bytes per character (measured 645 MB for a 20K-document block in one call)
+    bs = c["batch_size"]
+    parts = [signatures_for_texts(texts[s:s + bs], c["shingle"], c["ngram"], c["num_perm"], c["seed"], c["base_hash"])
+             for s in range(0, len(texts), bs)]
+    sigs = np.concatenate(parts) if parts else np.empty((0, c["num_perm"]), np.uint32)
+    del texts
     work = Path(work)
     np.save(work / "sigs" / f"block-{k:05d}.npy", sigs)
     keys = band_keys(sigs, b, r)
     for i in range(b):
         np.save(work / "keys" / f"band-{i:03d}" / f"block-{k:05d}.npy", np.ascontiguousarray(keys[:, i]))
-    return {"block": k, "rows": len(sigs), "text_bytes": sum(len(t) for t in texts)}
+    return {"block": k, "rows": len(sigs), "text_bytes": text_bytes}
 
 
 def _band_task(args: tuple) -> dict[str, Any]:
@@ -135,7 +142,7 @@ class RayNearDedup(NearDedup):
         self.shards = [str(s) for s in shards]
         self.stats: dict[str, Any] = {}
         self._params = {"shingle": cfg.shingle, "ngram": cfg.ngram, "num_perm": cfg.num_perm, "seed": cfg.seed,
-                        "base_hash": cfg.base_hash, "verify": cfg.verify}
+                        "base_hash": cfg.base_hash, "verify": cfg.verify, "batch_size": cfg.batch_size}
 
     def signatures(self, src_dir: Path, todo: list[int]) -> None:
         self.doc_index = np.array(sorted(set(todo)), dtype=np.int64)
