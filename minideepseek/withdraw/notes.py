@@ -54,8 +54,9 @@ def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
              f"- tokenizer: {tk['train_docs_withdrawn']} of {tk['train_docs']:,} training documents withdrawn "
              f"({_pct(tk['share'])}; retrain threshold {_pct(tk['threshold'])}) -> "
              + ("RETRAINED, every shard re-packed" if tk["retrained"] else
-                "RETRAIN REQUIRED: run `python withdraw.py --resume --retrain-tokenizer` or "
-                "`bash run_pipeline.sh --from train_tokenizer --force`" if tk["retrain_required"] else
+                "RETRAIN REQUIRED: run `bash run_pipeline.sh --from train_tokenizer --force` (retrains on the "
+                "data without the withdrawn documents and re-packs everything), or pass --retrain-tokenizer with "
+                "the request" if tk["retrain_required"] else
                 "vocabulary kept (byte-identical)")
              + f"; {tk['heldout_docs_withdrawn']} held-out document(s) withdrawn",
              f"- smoke train: {r['smoke_train']}",

@@ -345,12 +345,13 @@ class Withdrawal:
         write_json_atomic(tmp / "sample.json", sample)
         for name in REPORTS["tokenizer"]:
             shutil.copyfile(src / name, tmp / name)
+        verdict = ("kept although a retrain is REQUIRED (`bash run_pipeline.sh --from train_tokenizer --force`)"
+                   if decision["retrain_required"] else "kept")
         entry_t = {**entry, "summary": entry["summary"] + (
             f"; {decision['train_docs_withdrawn']} of {decision['train_docs']:,} training documents "
-            f"({100 * decision['share']:.3f}%, threshold {100 * decision['threshold']:.1f}%): vocabulary "
-            + ("kept although a retrain is REQUIRED (rerun with --retrain-tokenizer)" if decision["retrain_required"]
-               else "kept") + f"; {decision['heldout_docs_withdrawn']} held-out documents (evaluation figures "
-            "are from before the withdrawal)")}
+            f"({100 * decision['share']:.3f}%, threshold {100 * decision['threshold']:.1f}%): vocabulary {verdict}; "
+            f"{decision['heldout_docs_withdrawn']} held-out documents (evaluation figures are from before the "
+            "withdrawal)")}
         refresh_tokenizer(tmp, bases, entry_t)
         self._commit("tokenizer", man, tmp, entry_t, {"withdrawn_from_training_sample": decision["train_docs_withdrawn"]},
                      {"mixed_dedup": self._fp("mixed_dedup")})
