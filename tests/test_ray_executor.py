@@ -19,6 +19,7 @@ from minideepseek.crossdedup import ray_near
 from minideepseek.crossdedup.config import DedupConfig
 from minideepseek.crossdedup.near import NearDedup
 from minideepseek.executor import ExecutorSpec, RayExecutor, ray_init_kwargs
+from minideepseek.packing import partition
 from tests.chain import build_chain
 
 ray = pytest.importorskip("ray")
@@ -56,7 +57,8 @@ def _demo_subset(tmp: Path, name: str) -> Path:
 
 
 @pytest.mark.slow
-def test_ray_run_equals_local_run(tmp_path, ray_instance):
+def test_ray_run_equals_local_run(tmp_path, ray_instance, monkeypatch):
+    monkeypatch.setattr(partition, "PARTITION_DOCS", 40)  # several stage-4 partitions (set on the driver)
     local, remote = _demo_subset(tmp_path, "local"), _demo_subset(tmp_path, "ray")
     for stage in STAGES:
         assert stage.main(["--config", str(local)]) == 0

@@ -158,6 +158,22 @@ class PackStats:
     write_s: float = 0.0
 
 
+def block_batch(schema: pa.Schema, S: int, tokens: np.ndarray, blk: np.ndarray, ids: list[str], lo: np.ndarray,
+                hi: np.ndarray, dts: np.ndarray, nb: int) -> tuple[pa.RecordBatch, np.ndarray]:
+    """``nb`` blocks as one record batch: ``tokens`` (nb * S), and the parts sorted by ``blk`` (block
+    0..nb-1) with block-local [lo, hi) and their ``doc_token_start``; also the parts per block."""
+    per_block = np.bincount(blk, minlength=nb)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(per_block)]).astype(np.int32))
+    cols = [
+        pa.FixedSizeListArray.from_arrays(pa.array(tokens, pa.uint32()), S),
+        pa.ListArray.from_arrays(offsets, pa.array(ids, pa.string())),
+        pa.ListArray.from_arrays(offsets, pa.array(np.asarray(lo).astype(np.int32))),
+        pa.ListArray.from_arrays(offsets, pa.array(np.asarray(hi).astype(np.int32))),
+        pa.ListArray.from_arrays(offsets, pa.array(np.asarray(dts).astype(np.int64))),
+    ]
+    return pa.RecordBatch.from_arrays(cols, schema=schema), per_block
+
+
 class Packer:
     """Phase 1: documents (in the order given) -> full blocks in pack order, in a temp Arrow file."""
 
@@ -214,32 +230,12 @@ class Packer:
         self.carry_spans = (ids[k:], lo[k:], hi[k:], dts[k:])
 
     def _check(self, batch: DocBatch, flat: np.ndarray, lens: np.ndarray) -> None:
-        """Exactly one special id per document (its EOT, at its end) and every id in the vocabulary."""
-        if len(flat) == 0:
-            return
-        eot_pos = np.cumsum(lens) - 1
-        specials = int(np.count_nonzero(flat <= UNK_ID))
-        if specials != len(lens) or not np.all(flat[eot_pos] == EOT_ID):
-            bad = [batch.ids[i] for i, (a, b) in enumerate(zip(eot_pos - lens + 1, eot_pos))
-                   if np.count_nonzero(flat[a:b] <= UNK_ID)][:5]
-            raise AssertionError(f"special token ids inside documents {bad}: the tokenizer must encode "
-                                 f"special-token strings as text (encode_special_tokens)")
-        top = int(flat.max())
-        assert top < self.stats.vocab_size and top < 2**32, f"token id {top} >= vocab {self.stats.vocab_size}"
-        self.stats.max_id = max(self.stats.max_id, top)
+        self.stats.max_id = max(self.stats.max_id, check_encoded(batch.ids, flat, lens, self.stats.vocab_size))
 
     def _write(self, tokens: np.ndarray, blk: np.ndarray, ids: list[str], lo: np.ndarray, hi: np.ndarray,
                dts: np.ndarray, nb: int) -> None:
-        per_block = np.bincount(blk, minlength=nb)
-        offsets = pa.array(np.concatenate([[0], np.cumsum(per_block)]).astype(np.int32))
-        cols = [
-            pa.FixedSizeListArray.from_arrays(pa.array(tokens, pa.uint32()), self.S),
-            pa.ListArray.from_arrays(offsets, pa.array(ids, pa.string())),
-            pa.ListArray.from_arrays(offsets, pa.array(lo.astype(np.int32))),
-            pa.ListArray.from_arrays(offsets, pa.array(hi.astype(np.int32))),
-            pa.ListArray.from_arrays(offsets, pa.array(dts.astype(np.int64))),
-        ]
-        self._writer.write_batch(pa.RecordBatch.from_arrays(cols, schema=self.schema))
+        batch, per_block = block_batch(self.schema, self.S, tokens, blk, ids, lo, hi, dts, nb)
+        self._writer.write_batch(batch)
         st = self.stats
         st.blocks += nb
         st.tokens_in_blocks += nb * self.S
@@ -266,15 +262,36 @@ class Packer:
         return st
 
 
+def check_encoded(doc_ids: list[str], flat: np.ndarray, lens: np.ndarray, vocab_size: int) -> int:
+    """Exactly one special id per document (its EOT, at its end) and every id in the vocabulary;
+    returns the largest id."""
+    if len(flat) == 0:
+        return 0
+    eot_pos = np.cumsum(lens) - 1
+    specials = int(np.count_nonzero(flat <= UNK_ID))
+    if specials != len(lens) or not np.all(flat[eot_pos] == EOT_ID):
+        bad = [doc_ids[i] for i, (a, b) in enumerate(zip(eot_pos - lens + 1, eot_pos))
+               if np.count_nonzero(flat[a:b] <= UNK_ID)][:5]
+        raise AssertionError(f"special token ids inside documents {bad}: the tokenizer must encode "
+                             f"special-token strings as text (encode_special_tokens)")
+    top = int(flat.max())
+    assert top < vocab_size and top < 2**32, f"token id {top} >= vocab {vocab_size}"
+    return top
+
+
 def write_group_rows(pc: PackConfig) -> int:
     """Blocks per shuffled gather/write: ~1 MiB of tokens, and at most 1/8 of a shard, so a shard
     (closed by DatasetWriter once it reaches max_shard_bytes) overshoots by at most that much."""
     return max(1, min(WRITE_GROUP_BYTES, pc.max_shard_bytes // 8) // (4 * pc.seq_len))
 
 
-def emit_shuffled(temp_path: Path, perm: np.ndarray, out_dir: Path, pc: PackConfig, stats: PackStats) -> None:
-    """Phase 2: gather blocks in ``perm`` order from the temp file into the final shards."""
-    src = MappedArrow([temp_path], "file")
+def emit_shuffled(temp_path: Path | list[Path], perm: np.ndarray, out_dir: Path, pc: PackConfig, stats: PackStats,
+                  phys: np.ndarray | None = None) -> None:
+    """Phase 2: gather blocks in ``perm`` order from the temp file(s) into the final shards. ``phys``
+    maps a pack-order block index to its row across the files (None: the files hold pack order)."""
+    src = MappedArrow(temp_path if isinstance(temp_path, list) else [temp_path], "file")
+    if phys is not None:
+        perm = phys[perm]
     writer = DatasetWriter(out_dir, packed_features(pc.seq_len), max_shard_bytes=pc.max_shard_bytes)
     rows = write_group_rows(pc)
     bar = tqdm(total=len(perm), unit="blocks", desc="shuffle+write", mininterval=2)
@@ -319,40 +336,19 @@ def _encoded(tok: Tokenizer, batches: Iterable[DocBatch]) -> Iterator[tuple[DocB
             yield pending[0], *pending[1].result()
 
 
-_TOKENIZERS: dict[str, Tokenizer] = {}  # per worker process: a Ray worker runs many encode tasks
-
-
-def encode_task(args: tuple[list[str], np.ndarray, str]) -> tuple[DocBatch, np.ndarray, np.ndarray]:
-    """Task body (``--executor ray``): read the documents ``idx`` of the shared dataset and encode
-    them; only ids, sources and uint32 token ids travel back (4 bytes a token, not the texts)."""
-    shards, idx, tok_path = args
-    if tok_path not in _TOKENIZERS:
-        _TOKENIZERS[tok_path] = load_tokenizer(Path(tok_path))
-    docs = MappedArrow([Path(x) for x in shards], "stream", columns=["id", "source", "text"])
-    try:
-        t = docs.take(np.asarray(idx))
-    finally:
-        docs.close()
-    flat, lens = encode_docs(_TOKENIZERS[tok_path], t.column("text").to_pylist())
-    return DocBatch(t.column("id").to_pylist(), t.column("source").to_pylist(), []), flat, lens
-
-
 def pack_documents(batches: Iterable[DocBatch], tok: Tokenizer, pc: PackConfig, block_seed: Any,
-                   out_dir: Path, work_dir: Path,
-                   encoded: Iterable[tuple[DocBatch, np.ndarray, np.ndarray]] | None = None) -> PackStats:
+                   out_dir: Path, work_dir: Path) -> PackStats:
     """Tokenize + pack ``batches`` (already in document-shuffled order) and write the blocks to
     ``out_dir`` in the order of ``block_seed`` (a ``np.random.Generator``) — the whole stage minus
-    reading and reporting; the benchmark calls exactly this. ``encoded`` replaces the local
-    tokenization with batches already encoded elsewhere (Ray tasks), in the same order: the packing
-    (a memory copy, ~1000x cheaper than tokenizing) stays in this process, so the tail hand-off
-    between batches and the blocks are exactly those of the local run."""
+    reading and reporting; the benchmark calls exactly this. (``partition.py`` does the same with
+    tokenization and packing as executor tasks.)"""
     work_dir.mkdir(parents=True, exist_ok=True)
     temp = work_dir / "blocks-pack-order.arrow"
     packer = Packer(pc, tok.get_vocab_size(), temp)
     t0 = time.time()
     bar = tqdm(unit="tokens", unit_scale=True, desc="tokenize+pack", mininterval=2)
     try:
-        for batch, flat, lens in (encoded if encoded is not None else _encoded(tok, batches)):
+        for batch, flat, lens in _encoded(tok, batches):
             packer.add(batch, flat, lens)
             bar.update(len(flat))
     finally:
@@ -362,10 +358,16 @@ def pack_documents(batches: Iterable[DocBatch], tok: Tokenizer, pc: PackConfig, 
     log.info("packed %s docs, %s tokens -> %s blocks of %s in %.1f s (%s tokens/s)", f"{stats.docs:,}",
              f"{stats.tokens_produced:,}", f"{stats.blocks:,}", f"{pc.seq_len:,}", stats.pack_s,
              f"{stats.tokens_produced / max(stats.pack_s, 1e-9):,.0f}")
+    return shuffle_and_write(stats, [temp], None, block_seed, out_dir, pc, work_dir)
+
+
+def shuffle_and_write(stats: PackStats, paths: list[Path], phys: np.ndarray | None, block_seed: Any, out_dir: Path,
+                      pc: PackConfig, work_dir: Path) -> PackStats:
+    """The seeded block order, the gather into shards, the EOT accounting check; removes ``work_dir``."""
     t1 = time.time()
     perm = block_seed.permutation(stats.blocks)
     stats.block_order_sha256 = order_sha256(perm)
-    emit_shuffled(temp, perm, out_dir, pc, stats)
+    emit_shuffled(paths, perm, out_dir, pc, stats, phys)
     shutil.rmtree(work_dir, ignore_errors=True)
     stats.write_s = time.time() - t1
     expected = stats.eot_produced - (len(stats.tail_dropped_docs) + len(stats.tail_truncated_docs))

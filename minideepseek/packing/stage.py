@@ -23,7 +23,8 @@ from ..sources.base import rng_for
 from ..stage import InputRef, StageRun, peak_rss_mb, read_manifest, require_upstream, write_json_atomic, write_text_atomic
 from .config import PackStageConfig
 from .mapped import MappedArrow
-from .packer import DocBatch, encode_task, load_tokenizer, order_sha256, pack_documents
+from .packer import DocBatch, load_tokenizer, order_sha256, pack_documents
+from .partition import pack_partitioned
 from .report import REPORT_FILES, build_report, decode_samples, report_markdown
 
 log = logging.getLogger(__name__)
@@ -69,15 +70,15 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     doc_order = rng_for(seed, "pack", "documents").permutation(docs.num_rows)
     log.info("%s: %s documents from %s, tokenizer vocab %s, seq_len %s, tail %s", STAGE, f"{docs.num_rows:,}",
              run_dir / DOCS, f"{tok.get_vocab_size():,}", f"{pc.seq_len:,}", pc.tail)
-    encoded = None
-    if executor is not None and executor.kind == "ray":  # tokenization as Ray tasks, packing here
-        shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]  # a Ray worker's cwd is not ours
-        tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
-        encoded = executor.map(encode_task, ((shards, doc_order[j:j + pc.batch_docs], tok_path)
-                                             for j in range(0, len(doc_order), pc.batch_docs)))
     try:
-        stats = pack_documents(doc_batches(docs, doc_order, pc.batch_docs), tok, pc,
-                               rng_for(seed, "pack", "blocks"), tmp, tmp / ".work", encoded=encoded)
+        if executor is not None and executor.kind == "ray":  # tokenize + pack per partition (partition.py)
+            shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]  # a Ray worker's cwd is not ours
+            tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
+            stats = pack_partitioned(executor, shards, doc_order, tok_path, tok.get_vocab_size(), pc,
+                                     rng_for(seed, "pack", "blocks"), tmp, tmp / ".work")
+        else:
+            stats = pack_documents(doc_batches(docs, doc_order, pc.batch_docs), tok, pc,
+                                   rng_for(seed, "pack", "blocks"), tmp, tmp / ".work")
     finally:
         docs.close()
     assert stats.docs == docs.num_rows == docs_man["counters"].get("docs_out", stats.docs), \
