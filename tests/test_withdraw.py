@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -191,6 +192,13 @@ def test_duplicate_group_follows(run):
     assert _wd("--id", twin) == 0  # the removed twin; its kept partner (same content) goes too
     left = set(read_columns(Path("data/t/mixed_raw"), ["id"])["id"])
     assert len(left) == len(ids) - 2 and twin not in left
+    rep = json.loads(Path("reports/t/dedup_report.json").read_text())
+    man = read_manifest(Path("data/t/mixed_dedup"))["counters"]
+    removed = rep["removed"]
+    assert rep["dup_rate"] == round((removed.get("exact", 0) + removed.get("near", 0)) / rep["docs_in"], 6)
+    assert man["near_removed"] == removed.get("near", 0) and man["docs_in"] == len(left)
+    assert sum(c["clusters"] for c in rep["cluster_size_histogram"]) == len(rep["largest_clusters"]) or \
+        len(rep["largest_clusters"]) == 10
 
 
 def _subprocess_withdraw(args: list[str], crash: str | None) -> int:
@@ -210,7 +218,11 @@ def test_kill_during_withdrawal_then_rerun(run, tmp_path, crash):
     os.chdir(ref)
     assert _subprocess_withdraw(["--id", doc], None) == 0
     want = {a: _shards(a) for a in ("mixed_raw", "mixed_dedup", "packed")}
+    want_fp = {a: read_manifest(Path("data/t") / a)["fingerprint"] for a in ARTS}
     os.chdir(run)
+    fake = Path("data/t/smoke_train")  # a model trained on the blocks: must not survive a resumed run either
+    fake.mkdir()
+    (fake / "manifest.json").write_text(json.dumps({"artifact": "smoke_train", "inputs": [], "withdrawals": []}))
     assert _subprocess_withdraw(["--id", doc], crash) == -9
     events = [json.loads(x)["event"] for x in Path("data/t/deletion_requests.jsonl").read_text().splitlines()]
     assert events == ["accepted"]  # accepted, never applied: nothing claims to be done
@@ -219,9 +231,60 @@ def test_kill_during_withdrawal_then_rerun(run, tmp_path, crash):
     assert _subprocess_withdraw(["--id", doc], None) == 0  # the rerun completes it
     assert not list(Path("data/t").glob("*.tmp-*")) and not list(Path("data/t").glob("*.old-*"))
     assert {a: _shards(a) for a in ("mixed_raw", "mixed_dedup", "packed")} == want
+    # reports too: the fingerprints (data + non-volatile reports) equal the uninterrupted run's
+    assert {a: read_manifest(Path("data/t") / a)["fingerprint"] for a in ARTS} == want_fp
     events = [json.loads(x)["event"] for x in Path("data/t/deletion_requests.jsonl").read_text().splitlines()]
     assert events == ["accepted", "applied"]
+    assert not fake.exists()
+    rec = json.loads(next(Path("reports/t/withdrawals").glob("wd-*.json")).read_text())
+    assert rec["repack"]["touched_blocks"] >= 2 and rec["shards"]["packed"]  # known even after a resume
     _assert_no_token_lost({doc})
+
+
+def test_new_request_waits_for_an_interrupted_one(run):
+    ids = read_columns(Path("data/t/mixed_raw"), ["id"])["id"]
+    assert _subprocess_withdraw(["--id", ids[1]], "mixed_dedup:before_swap") == -9
+    assert _wd("--id", ids[2]) == 2  # refused: its figures would be computed on half-withdrawn artifacts
+    assert _wd("--resume") == 0
+    assert _wd("--id", ids[2]) == 0
+    mix = json.loads(Path("reports/t/source_mix.json").read_text())
+    assert mix["totals"]["docs"] == len(ids) - 2 == read_manifest(Path("data/t/mixed_raw"))["counters"]["docs"]
+
+
+def test_torn_log_line_is_cut_not_sealed(tmp_path):
+    from minideepseek.withdraw.tickets import TicketLog
+
+    log = TicketLog(tmp_path / "log.jsonl")
+    log.append({"event": "repeat", "ticket": "wd-a"})
+    with log.path.open("ab") as fh:
+        fh.write(b'{"event": "acc')  # a kill in the middle of a write
+    assert [e["ticket"] for e in log.events()] == ["wd-a"]
+    log.append({"event": "repeat", "ticket": "wd-b"})
+    assert [e["ticket"] for e in log.events()] == ["wd-a", "wd-b"]  # still readable afterwards
+
+
+def test_verification_finds_short_documents(tmp_path):
+    """A withdrawn text shorter than the n-gram length is still found when another row quotes it."""
+    from minideepseek.arrow_io import DatasetWriter
+    from minideepseek.records import DOC_FEATURES, text_hash
+    from minideepseek.withdraw.verify import token_grams, verify, word_grams
+
+    short = "withdraw this very short private note now"  # 7 words < 13
+    quote = "An unrelated page that happens to say: withdraw this very short private note now, and more."
+    rows = [{"id": "web/0000000000000001", "source": "web", "text": quote, "url": "", "license": "", "lang": "en",
+             "lang_score": 1.0, "n_chars": len(quote), "n_tokens": 20, "hash": text_hash(quote),
+             "quality_signals": "{}", "stage": "mix_sampler", "audit_trace": []}]
+    w = DatasetWriter(tmp_path / "run" / "mixed_raw", DOC_FEATURES)
+    w.write_rows(rows)
+    w.close()
+    g, n = word_grams(short, 13)
+    assert n == 7 and len(g) == 1
+    tg, tn = token_grams(np.arange(5, 15, dtype=np.uint32), 16)
+    assert tn == 10 and len(tg) == 1
+    doc = {"id": "web/00000000000000ff", "hash": text_hash(short)}
+    res = verify(tmp_path / "run", tmp_path / "reports", [doc], [{"words": g, "word_n": n, "tokens": None,
+                                                                   "token_n": 0}], 0.5)
+    assert not res["pass"] and res["traces"][0]["found_as"] == "web/0000000000000001"
 
 
 def test_rebuild_keeps_withdrawn_documents_out(run):
@@ -254,4 +317,5 @@ def test_retrain_when_asked(run):
     assert rec["tokenizer"]["retrained"]
     assert _sha(Path("data/t/tokenizer/tokenizer.json")) != tok_sha
     assert doc not in Path("data/t/tokenizer/sample.json").read_text()
+    assert rec["verification"]["pass"] and rec["verification"]["checked"]["packed_mode"] == "decoded words"
     _assert_no_token_lost({doc})

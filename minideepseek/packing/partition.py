@@ -48,15 +48,17 @@ _TOKENIZERS: dict[str, Any] = {}  # per worker process: a Ray worker runs many t
 def tokenize_partition(args: tuple) -> dict[str, Any]:
     """Round 1 task: encode partition ``p`` (document rows ``idx``) and save ids/lengths/metadata."""
     shards, idx, tok_path, work, p, vocab = args
-    if tok_path not in _TOKENIZERS:
-        _TOKENIZERS[tok_path] = load_tokenizer(Path(tok_path))
+    st = Path(tok_path).stat()
+    key = f"{tok_path}:{st.st_mtime_ns}:{st.st_size}"  # a retrained tokenizer at the same path is a new one
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = load_tokenizer(Path(tok_path))
     docs = MappedArrow([Path(x) for x in shards], "stream", columns=["id", "source", "text"])
     try:
         t = docs.take(np.asarray(idx))
     finally:
         docs.close()
     ids, sources = t.column("id").to_pylist(), t.column("source").to_pylist()
-    flat, lens = encode_docs(_TOKENIZERS[tok_path], t.column("text").to_pylist())
+    flat, lens = encode_docs(_TOKENIZERS[key], t.column("text").to_pylist())
     top = check_encoded(ids, flat, lens, vocab)
     work = Path(work)
     np.save(work / f"tok-{p:05d}.npy", flat)

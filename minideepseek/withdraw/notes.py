@@ -60,7 +60,8 @@ def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
                 "vocabulary kept (byte-identical)")
              + f"; {tk['heldout_docs_withdrawn']} held-out document(s) withdrawn",
              f"- smoke train: {r['smoke_train']}",
-             f"- verification: **{verdict}** (checked {', '.join(f'{k} {n:,}' for k, n in v['checked'].items())})"]
+             f"- verification: **{verdict}** (checked "
+             + ", ".join(f"{k} {n:,}" if isinstance(n, int) else f"{k}: {n}" for k, n in v["checked"].items()) + ")"]
     if brief:
         return "\n".join(lines) + "\n"
     lines += ["", "## Where the documents were", "",
@@ -83,8 +84,9 @@ def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
             lines.append(f"| {art} | {s['file']} | {s['rows_before']} -> {s['rows_after']} | "
                          f"{'yes' if s['changed'] else 'no'} | `{s['sha256_before'][:16]}` | `{s['sha256_after'][:16]}` |")
     lines += ["", "## Verification", "",
-              f"Word {v['ngram']}-gram and token {v['token_ngram']}-gram containment threshold {v['threshold']}; "
-              "largest containment of each withdrawn document found in what remains:", "",
+              f"Containment threshold {v['threshold']} (word n-grams in the datasets; token n-grams in the packed "
+              f"stream, or decoded words after a tokenizer retrain); largest containment of each withdrawn document "
+              "found in what remains:", "",
               "| document | " + " | ".join(["mixed_raw", "mixed_dedup", "packed"]) + " |", "|---|---:|---:|---:|"]
     for d, best in v["max_containment"].items():
         lines.append(f"| {d} | " + " | ".join(f"{best.get(a, 0.0):.3f}" for a in ("mixed_raw", "mixed_dedup", "packed"))

@@ -10,7 +10,6 @@ dropped examples, decoded blocks) is removed, and every report gains a ``withdra
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,14 +29,13 @@ from ..sources.base import rng_for
 from ..stage import write_json_atomic, write_text_atomic
 from ..tokenizer.report import eval_markdown
 from .locate import iter_batches, shard_paths
-
-_ID_TOKEN = re.compile(r"[\w.\-]+/[0-9a-f]{16}")
+from .verify import ID_TOKEN
 
 
 def redact(obj: Any, bases: set[str]) -> tuple[Any, int]:
     """Drop list entries (and dict keys) that name a withdrawn id; blank strings that do."""
     def names(x: Any) -> bool:
-        return any(t in bases for t in _ID_TOKEN.findall(json.dumps(x, ensure_ascii=False)))
+        return any(t in bases for t in ID_TOKEN.findall(json.dumps(x, ensure_ascii=False)))
 
     n = 0
 
@@ -54,7 +52,7 @@ def redact(obj: Any, bases: set[str]) -> tuple[Any, int]:
         if isinstance(x, dict):
             out = {}
             for k, v in x.items():
-                if any(t in bases for t in _ID_TOKEN.findall(str(k))):
+                if any(t in bases for t in ID_TOKEN.findall(str(k))):
                     n += 1
                     continue
                 out[k] = walk(v)
@@ -81,7 +79,7 @@ def _save(tmp: Path, name: str, report: dict[str, Any], markdown: Any) -> None:
     w = report.get("withdrawals")
     if w:
         text += "\n## Withdrawals\n\n" + "\n".join(
-            f"- ticket `{x['ticket']}` ({x['when']}): {x['summary']}; {x['report_entries_redacted']} report entries "
+            f"- ticket `{x['ticket']}`: {x['summary']}; {x['report_entries_redacted']} report entries "
             f"naming withdrawn ids removed" for x in w) + "\n"
     write_text_atomic(tmp / f"{name}.md", text)
 
@@ -117,15 +115,20 @@ def refresh_mixed_raw(tmp: Path, bases: set[str], entry: dict[str, Any]) -> None
 
 def refresh_mixed_dedup(tmp: Path, raw_dir: Path, bases: set[str], entry: dict[str, Any]) -> None:
     rep = _load(tmp / "dedup_report.json")
-    raw = read_columns(raw_dir, ["id", "source", "n_tokens", "n_chars"])
+    raw = read_columns(raw_dir, ["id", "source", "n_tokens", "n_chars", "audit_trace"])
     kept_ids = set(read_columns(tmp, ["id"])["id"])
     kept = np.array([i in kept_ids for i in raw["id"]], dtype=bool)
     recipe = [(r["source"], r["target_share"]) for r in rep["post_dedup_mix"]["sources"]]
     rep["post_dedup_mix"] = post_dedup_mix(recipe, raw["source"], raw["n_tokens"], raw["n_chars"], kept)
     removed = [json.loads(x) for x in (tmp / "removed.jsonl").read_text(encoding="utf-8").splitlines()]
     rep["docs_in"], rep["docs_out"] = len(raw["id"]), int(kept.sum())
-    rep["removed"] = dict(Counter(r["reason"] for r in removed))
-    rep["rate"] = rep["dup_rate"] = round(sum(rep["removed"].values()) / rep["docs_in"], 6) if rep["docs_in"] else 0.0
+    reasons = Counter(r["reason"] for r in removed)
+    rep["removed"] = dict(sorted(reasons.items()))
+    n = rep["docs_in"]
+    # the stage's definitions: rate = every removal, dup_rate = exact + near duplicates only
+    rep["rate"] = round(sum(reasons.values()) / n, 6) if n else 0.0
+    rep["dup_rate"] = round((reasons["exact"] + reasons["near"]) / n, 6) if n else 0.0
+    _refresh_clusters(rep, removed, raw)
     per: dict[str, Counter] = {}
     for s in raw["source"]:
         per.setdefault(s, Counter())["docs_in"] += 1
@@ -151,6 +154,27 @@ def refresh_mixed_dedup(tmp: Path, raw_dir: Path, bases: set[str], entry: dict[s
         con["hits"] = sum(1 for _ in (tmp / "contamination_hits.jsonl").read_text().splitlines())
     _note(con, entry, n)
     _save(tmp, "contamination_report", con, contamination_markdown)
+
+
+def _refresh_clusters(rep: dict[str, Any], removed: list[dict[str, Any]], raw: dict[str, list[Any]]) -> None:
+    """Component pairs and near-duplicate cluster sizes from what is left of removed.jsonl (a near
+    cluster = its kept document + the documents removed as its near duplicates)."""
+    from ..crossdedup.report import _histogram
+
+    comp = {i: (t[0].split(":", 2)[-1] if t else "") for i, t in zip(raw["id"], raw["audit_trace"])}
+    src = dict(zip(raw["id"], raw["source"]))
+    pairs: Counter = Counter()
+    sizes: Counter = Counter()
+    for r in removed:
+        if r["reason"] in ("exact", "near") and r.get("kept") in src:
+            pairs[(f"{r['source']}:{comp.get(r['id'], '')}", f"{src[r['kept']]}:{comp[r['kept']]}")] += 1
+        if r["reason"] == "near":
+            sizes[r["kept"]] += 1
+    rep["component_pairs"] = [{"removed": a, "kept": b, "count": c}
+                              for (a, b), c in sorted(pairs.items(), key=lambda x: (-x[1], x[0]))]
+    clusters = sorted((k + 1 for k in sizes.values()), reverse=True)
+    rep["cluster_size_histogram"] = _histogram(clusters)
+    rep["largest_clusters"] = clusters[:10]
 
 
 def refresh_tokenizer(tmp: Path, bases: set[str], entry: dict[str, Any]) -> None:

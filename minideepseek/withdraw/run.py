@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arrow_io import iter_dataset_rows
+from ..arrow_io import iter_dataset_rows, read_columns
 from ..config import ConfigError
 from ..packing.config import PackStageConfig
 from ..runconfig import load_stage_config
@@ -105,6 +105,10 @@ class Withdrawal:
         if state is not None:
             log.info("ticket %s was accepted but not finished (interrupted run); resuming", t)
             return self._apply(t, state.docs or [], retrain_tokenizer)
+        other = [x for x, st in self.log.tickets().items() if st.pending]
+        if other:  # finish it first: its recorded figures assume the artifacts it saw
+            raise ConfigError(f"ticket {other[0]} was interrupted and is not finished; run "
+                              f"`python withdraw.py --resume` first, then repeat this request. Nothing changed.")
         docs = resolve(self.run_dir, selectors, t, self.wc.duplicates)
         if not docs:
             self.log.append({"event": "not_found", "ticket": t, "selectors": [s.to_json() for s in selectors],
@@ -155,13 +159,13 @@ class Withdrawal:
         tok = self._tokenizer()
         for d in docs:
             k = ids[d["id"]]
-            arrays[f"w{k}"] = word_grams(texts[d["id"]], self.wc.ngram)
+            arrays[f"w{k}"], arrays[f"wn{k}"] = word_grams(texts[d["id"]], self.wc.ngram)
             if tok is not None:
                 from ..packing.packer import encode_docs
 
                 flat, ln = encode_docs(tok, [texts[d["id"]]])
                 lens[d["id"]] = int(ln[0])  # tokens + EOT, as packed
-                arrays[f"t{k}"] = token_grams(flat[:-1], self.wc.token_ngram)
+                arrays[f"t{k}"], arrays[f"tn{k}"] = token_grams(flat[:-1], self.wc.token_ngram)
         tmp = self.records / f".{t}.npz.tmp-{os.getpid()}.npz"
         np.savez(tmp, **arrays)
         os.replace(tmp, self.records / f"{t}.npz")
@@ -187,40 +191,41 @@ class Withdrawal:
         ids = {d["id"] for d in docs}
         bases = bases_of(ids)
         # artifacts and reports name the ticket, never the ids: those live only in the audit trail
-        # (ticket log, withdrawals/, release note), which verification does not count as a trace
-        entry = {"ticket": t, "when": now_utc(), "summary": f"{len(ids)} document(s) withdrawn (see the release note)"}
-        tk = loc["tokenizer"]
-        share = len(tk["train"]) / tk["train_total"] if tk["train_total"] else 0.0
-        decision = {"train_docs_withdrawn": len(tk["train"]), "train_docs": tk["train_total"],
-                    "heldout_docs_withdrawn": len(tk["heldout"]), "share": round(share, 6),
-                    "threshold": self.wc.retrain_share, "retrain_required": share >= self.wc.retrain_share,
-                    "retrained": False}
-        shards: dict[str, list[dict[str, Any]]] = {}
-        repack: dict[str, Any] = {}
-        shards["mixed_raw"] = self._mixed_raw(t, ids, bases, entry, docs)
-        shards["mixed_dedup"] = self._mixed_dedup(t, ids, bases, entry)
+        # (ticket log, withdrawals/, release note), which verification does not count as a trace. No
+        # timestamp either: reports count toward the fingerprint, which must not depend on the clock.
+        entry = {"ticket": t, "summary": f"{len(ids)} document(s) withdrawn (see the release note)"}
+        decision = self._retrain_decision(t, loc["tokenizer"])
+        results: dict[str, dict[str, Any]] = {}
+        results["mixed_raw"] = self._mixed_raw(t, ids, bases, entry, docs)
+        results["mixed_dedup"] = self._mixed_dedup(t, ids, bases, entry)
         if decision["retrain_required"] and retrain_tokenizer:
             self._retrain(t)
             decision["retrained"] = True
         else:
-            self._tokenizer_sample(t, ids, bases, entry, decision)
-            shards["packed"], repack = self._packed(t, ids, bases, entry, before)
-        blocks_changed = decision["retrained"] or bool(repack.get("touched_blocks"))
+            results["tokenizer"] = self._tokenizer_sample(t, ids, bases, entry, decision)
+            results["packed"] = self._packed(t, ids, bases, entry, before)
+        # decided from where the documents were before, so a resumed run decides the same way
+        blocks_changed = decision["retrained"] or bool(loc["packed_blocks"])
         smoke = self._smoke_train(t, entry, blocks_changed)
         for art, names in REPORTS.items():
             if read_manifest(self.run_dir / art) is not None:
                 publish_reports(self.run_dir / art, self.report_dir, names)
 
         fp = np.load(self.records / f"{t}.npz")
-        word_fp = [fp[f"w{k}"] for k in range(len(docs))]
-        token_fp = [fp[f"t{k}"] if f"t{k}" in fp else None for k in range(len(docs))]
-        result = verify(self.run_dir, self.report_dir, docs, word_fp, token_fp, self.wc.ngram,
-                        self.wc.token_ngram, self.wc.containment)
+        prints = [{"words": fp[f"w{k}"], "word_n": int(fp[f"wn{k}"]),
+                   "tokens": fp[f"t{k}"] if f"t{k}" in fp else None, "token_n": int(fp[f"tn{k}"]) if f"tn{k}" in fp else 0}
+                  for k in range(len(docs))]
+        # after a retrain the token ids changed: the packed blocks are decoded and scanned for words instead
+        tok = self._tokenizer() if decision["retrained"] else None
+        result = verify(self.run_dir, self.report_dir, docs, prints, self.wc.containment, decoded_with=tok,
+                        exclude={self.log.path.resolve()})
         state = self.log.tickets()[t]
+        shards = {a: r.get("shards", []) for a, r in results.items() if r.get("shards")}
         record = {"ticket": t, "selectors": [s.to_json() for s in state.selectors], "who": state.who,
                   "why": state.why, "accepted": state.when, "applied": now_utc(), "docs": docs, "location": loc,
-                  "before": before["figures"], "after": figures(self.run_dir), "shards": shards, "repack": repack,
-                  "tokenizer": decision, "smoke_train": smoke, "verification": result}
+                  "before": before["figures"], "after": figures(self.run_dir), "shards": shards,
+                  "repack": results.get("packed", {}).get("repack", {}), "tokenizer": decision, "smoke_train": smoke,
+                  "verification": result}
         write_json_atomic(self.records / f"{t}.json", record)
         out = self.report_dir / "withdrawals"
         write_json_atomic(out / f"{t}.json", record)
@@ -231,6 +236,19 @@ class Withdrawal:
                          "verification": "pass" if result["pass"] else f"{len(result['traces'])} trace(s)"})
         print(impact_markdown(record, brief=True))
         return EXIT_OK if result["pass"] else EXIT_TRACES
+
+    def _retrain_decision(self, t: str, tk: dict[str, Any]) -> dict[str, Any]:
+        """Cumulative: every training document withdrawn since the tokenizer was trained counts
+        (many small requests add up), against the size of the sample it was trained on."""
+        man = read_manifest(self.run_dir / "tokenizer") or {"counters": {}, "withdrawals": []}
+        earlier = sum(w.get("train_docs_withdrawn", 0) for w in man.get("withdrawals", []) if w["ticket"] != t)
+        trained_on = man["counters"].get("train_docs") or tk["train_total"]
+        total = earlier + len(tk["train"])
+        share = total / trained_on if trained_on else 0.0
+        return {"train_docs_withdrawn": len(tk["train"]), "train_docs_withdrawn_total": total, "train_docs": trained_on,
+                "heldout_docs_withdrawn": len(tk["heldout"]), "share": round(share, 6),
+                "threshold": self.wc.retrain_share, "retrain_required": share >= self.wc.retrain_share,
+                "retrained": False}
 
     def _all_records(self) -> list[dict[str, Any]]:
         recs = []
@@ -246,6 +264,11 @@ class Withdrawal:
         summary_main(args)
 
     # ---- per artifact --------------------------------------------------------------------------
+    def _done(self, art: str, t: str) -> dict[str, Any]:
+        """What an earlier (interrupted) run of ticket ``t`` recorded for ``art``, or {}."""
+        man = read_manifest(self.run_dir / art) or {}
+        return next((w.get("result", {}) for w in man.get("withdrawals", []) if w["ticket"] == t), {})
+
     def _begin(self, art: str, t: str) -> tuple[dict[str, Any], Path] | None:
         """(old manifest, tmp dir) when ``art`` exists and does not list the ticket yet."""
         final = self.run_dir / art
@@ -259,7 +282,10 @@ class Withdrawal:
         return man, tmp
 
     def _commit(self, art: str, man: dict[str, Any], tmp: Path, entry: dict[str, Any],
-                counters: dict[str, Any], input_updates: dict[str, str]) -> None:
+                counters: dict[str, Any], input_updates: dict[str, str], result: dict[str, Any] | None = None) -> None:
+        """Manifest of the rewritten ``art`` (chained to its inputs' new fingerprints) + atomic swap. The
+        manifest's withdrawal entry keeps ``result`` (shard checksums, re-pack figures), so a resumed
+        run can still report what this step did."""
         volatile = tuple(f["path"] for f in man["outputs"]["files"] if f.get("volatile"))
         files = list_files(tmp, volatile)
         inputs = [{**i, "fingerprint": input_updates.get(i["name"], i["fingerprint"])} for i in man["inputs"]]
@@ -269,7 +295,7 @@ class Withdrawal:
         new = {**man, "inputs": inputs, "outputs": {"files": files, "total_bytes": sum(f["bytes"] for f in files)},
                "fingerprint": artifact_fingerprint(man["config_hash"], [i["fingerprint"] for i in inputs], files),
                "counters": {**man["counters"], **counters},
-               "withdrawals": [*man.get("withdrawals", []), entry]}
+               "withdrawals": [*man.get("withdrawals", []), {**entry, "when": now_utc(), "result": result or {}}]}
         write_json_atomic(tmp / MANIFEST, new)
         crash_point(f"{art}:before_swap")
         swap_into_place(tmp, self.run_dir / art)
@@ -281,12 +307,18 @@ class Withdrawal:
         assert man is not None, art
         return man["fingerprint"]
 
+    def _present(self, art: str, ids: set[str]) -> set[str]:
+        """Which of ``ids`` are rows of ``art`` now (a document may already be gone: an overlapping
+        ticket, a rebuild that honoured the log): counters move by what is really removed."""
+        return {i for i in read_columns(self.run_dir / art, ["id"])["id"] if i in ids}
+
     def _mixed_raw(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any],
-                   docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                   docs: list[dict[str, Any]]) -> dict[str, Any]:
         got = self._begin("mixed_raw", t)
         if got is None:
-            return []
+            return self._done("mixed_raw", t)
         man, tmp = got
+        present = self._present("mixed_raw", ids)
         shards = filter_dataset(self.run_dir / "mixed_raw", tmp, ids, skip=set(REPORTS["mixed_raw"]))
         for name in REPORTS["mixed_raw"]:
             shutil.copyfile(self.run_dir / "mixed_raw" / name, tmp / name)
@@ -294,7 +326,7 @@ class Withdrawal:
         per = json.loads(json.dumps(man["counters"]["per_source"]))
         for d in docs:
             c = per.get(d["source"])
-            if c is None:
+            if c is None or d["id"] not in present:
                 continue
             c["docs"] -= 1
             c["tokens"] -= d["n_tokens"]
@@ -306,14 +338,15 @@ class Withdrawal:
         assert fp is not None
         from ..sampling.stage import DELETION_INPUT
 
-        self._commit("mixed_raw", man, tmp, entry,
-                     {"docs": man["counters"]["docs"] - len(ids), "per_source": per}, {DELETION_INPUT: fp})
-        return shards
+        result = {"shards": shards, "rows_removed": len(present)}
+        self._commit("mixed_raw", man, tmp, entry, {"docs": man["counters"]["docs"] - len(present), "per_source": per},
+                     {DELETION_INPUT: fp}, result)
+        return result
 
-    def _mixed_dedup(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    def _mixed_dedup(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any]) -> dict[str, Any]:
         got = self._begin("mixed_dedup", t)
         if got is None:
-            return []
+            return self._done("mixed_dedup", t)
         man, tmp = got
         own = {"removed.jsonl", "contamination_hits.jsonl", *REPORTS["mixed_dedup"]}
         shards = filter_dataset(self.run_dir / "mixed_dedup", tmp, ids, skip=own)
@@ -325,16 +358,20 @@ class Withdrawal:
                 shutil.copyfile(src / name, tmp / name)
         refresh_mixed_dedup(tmp, self.run_dir / "mixed_raw", bases, entry)
         rep = json.loads((tmp / "dedup_report.json").read_text())
+        removed = rep["removed"]
+        result = {"shards": shards}
         self._commit("mixed_dedup", man, tmp, entry,
-                     {"docs_in": rep["docs_in"], "docs_out": rep["docs_out"], "removed": rep["removed"]},
-                     {"mixed_raw": self._fp("mixed_raw")})
-        return shards
+                     {"docs_in": rep["docs_in"], "docs_out": rep["docs_out"], "removed": removed,
+                      "exact_removed": removed.get("exact", 0), "near_removed": removed.get("near", 0),
+                      "contamination_hits": len((tmp / "contamination_hits.jsonl").read_text().splitlines())},
+                     {"mixed_raw": self._fp("mixed_raw")}, result)
+        return result
 
     def _tokenizer_sample(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any],
-                          decision: dict[str, Any]) -> None:
+                          decision: dict[str, Any]) -> dict[str, Any]:
         got = self._begin("tokenizer", t)
         if got is None:
-            return
+            return self._done("tokenizer", t)
         man, tmp = got
         src = self.run_dir / "tokenizer"
         copy_artifact(src, tmp, {"sample.json", *REPORTS["tokenizer"]})
@@ -347,20 +384,22 @@ class Withdrawal:
             shutil.copyfile(src / name, tmp / name)
         verdict = ("kept although a retrain is REQUIRED (`bash run_pipeline.sh --from train_tokenizer --force`)"
                    if decision["retrain_required"] else "kept")
-        entry_t = {**entry, "summary": entry["summary"] + (
-            f"; {decision['train_docs_withdrawn']} of {decision['train_docs']:,} training documents "
-            f"({100 * decision['share']:.3f}%, threshold {100 * decision['threshold']:.1f}%): vocabulary {verdict}; "
-            f"{decision['heldout_docs_withdrawn']} held-out documents (evaluation figures are from before the "
-            "withdrawal)")}
+        entry_t = {**entry, "train_docs_withdrawn": decision["train_docs_withdrawn"], "summary": entry["summary"] + (
+            f"; {decision['train_docs_withdrawn']} training documents withdrawn, {decision['train_docs_withdrawn_total']} "
+            f"of {decision['train_docs']:,} since training ({100 * decision['share']:.3f}%, threshold "
+            f"{100 * decision['threshold']:.1f}%): vocabulary {verdict}; {decision['heldout_docs_withdrawn']} held-out "
+            "documents (evaluation figures are from before the withdrawal)")}
         refresh_tokenizer(tmp, bases, entry_t)
-        self._commit("tokenizer", man, tmp, entry_t, {"withdrawn_from_training_sample": decision["train_docs_withdrawn"]},
+        self._commit("tokenizer", man, tmp, entry_t,
+                     {"withdrawn_from_training_sample": decision["train_docs_withdrawn_total"]},
                      {"mixed_dedup": self._fp("mixed_dedup")})
+        return {}
 
     def _packed(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any],
-                before: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                before: dict[str, Any]) -> dict[str, Any]:
         got = self._begin("packed", t)
         if got is None:
-            return [], {}
+            return self._done("packed", t)
         man, tmp = got
         src = self.run_dir / "packed"
         old = json.loads((src / "packing_report.json").read_text(encoding="utf-8"))
@@ -373,8 +412,10 @@ class Withdrawal:
                         if d in ids:
                             in_block[d] = in_block.get(d, 0) + hi - lo
         shards, info = repack_shards(src, tmp, ids, old["seq_len"], skip=set(REPORTS["packed"]))
-        # withdrawn documents that produced tokens: those in mixed_dedup when it was packed
-        lens = {d: n for d, n in before["packed_lengths"].items() if d in set(before["in_dedup"])}
+        # withdrawn documents that produced tokens in this artifact: in its blocks or its dropped tail
+        tail = set(old["tail_docs"]["dropped_entirely"]) | set(old["tail_docs"]["truncated"])
+        gone = set(in_block) | (tail & ids)
+        lens = {d: before["packed_lengths"][d] for d in gone}
         st = packed_stats(tmp, old, ids, lens, in_block, {d: n - 1 for d, n in lens.items()})
         pcfg = load_stage_config(PackStageConfig, self.config_path, self.overrides, quiet=True)
         weights = {s["name"]: float(s["weight"]) for s in
@@ -387,9 +428,10 @@ class Withdrawal:
         counters = {k: rep[k] for k in ("docs", "blocks", "seq_len", "tokens_produced", "tokens_in_blocks",
                                         "packing_efficiency", "dropped_tail_tokens", "pad_tokens", "eot")}
         counters["shards"] = len(st.shards)
+        result = {"shards": shards, "repack": info}
         self._commit("packed", man, tmp, entry, counters,
-                     {"mixed_dedup": self._fp("mixed_dedup"), "tokenizer": self._fp("tokenizer")})
-        return shards, info
+                     {"mixed_dedup": self._fp("mixed_dedup"), "tokenizer": self._fp("tokenizer")}, result)
+        return result
 
     def _retrain(self, t: str) -> None:
         """Retrain the tokenizer and re-pack everything (asked for with --retrain-tokenizer)."""
@@ -407,11 +449,15 @@ class Withdrawal:
 
     def _smoke_train(self, t: str, entry: dict[str, Any], blocks_changed: bool) -> str:
         art = self.run_dir / "smoke_train"
+        for stray in self.run_dir.glob("smoke_train.withdrawn-*"):
+            shutil.rmtree(stray, ignore_errors=True)
         man = read_manifest(art)
         if man is None:
-            return "absent"
+            return "absent (removed, or never run)"
         if blocks_changed:
-            shutil.rmtree(art)
+            gone = art.with_name(f"smoke_train.withdrawn-{os.getpid()}")
+            os.rename(art, gone)  # one atomic step: never a half-deleted artifact that still has a manifest
+            shutil.rmtree(gone)
             for name in SMOKE_REPORTS:
                 (self.report_dir / name).unlink(missing_ok=True)
             log.warning("withdraw %s: removed %s: its model was trained on withdrawn tokens; rerun stage 5 "

@@ -49,6 +49,8 @@ class Selector:
     value: str
 
     def __post_init__(self) -> None:
+        if self.kind != "text":  # ids, urls, hashes, sources: surrounding whitespace is never meant
+            object.__setattr__(self, "value", self.value.strip())
         if self.kind not in SELECTOR_KINDS:
             raise ConfigError(f"selector kind {self.kind!r}: use one of {list(SELECTOR_KINDS)}")
         if not self.value.strip():
@@ -123,11 +125,16 @@ class TicketLog:
 
     def append(self, event: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = self.path.read_bytes() if self.path.is_file() else b""
         line = json.dumps(event, ensure_ascii=False, sort_keys=True) + "\n"
         with self.path.open("ab") as fh:
-            if data and not data.endswith(b"\n"):  # seal a torn line so it stays one bad line
-                fh.write(b"\n")
+            end = fh.seek(0, os.SEEK_END)
+            if end:
+                with self.path.open("rb") as rd:  # a torn last line (kill mid-write) is cut off, not sealed:
+                    data = rd.read()  # sealed, it would sit before good lines and make the log unreadable
+                keep = data.rfind(b"\n") + 1
+                if keep != len(data):
+                    log.warning("%s: dropping a torn last line (%d bytes) before appending", self.path, len(data) - keep)
+                    fh.truncate(keep)
             fh.write(line.encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
