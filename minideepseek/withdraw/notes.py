@@ -51,8 +51,9 @@ def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
              f"of other documents re-packed into {r['repack'].get('new_blocks', 0)} block(s) with "
              f"{r['repack'].get('pad_tokens', 0):,} pad tokens; shards changed {len(changed)} of {len(shards)}, "
              f"the other {len(shards) - len(changed)} byte-identical (sha256 below)",
-             f"- tokenizer: {tk['train_docs_withdrawn']} of {tk['train_docs']:,} training documents withdrawn "
-             f"({_pct(tk['share'])}; retrain threshold {_pct(tk['threshold'])}) -> "
+             f"- tokenizer: {tk['train_docs_withdrawn']} training documents withdrawn by this ticket, "
+             f"{tk.get('train_docs_withdrawn_total', tk['train_docs_withdrawn'])} of {tk['train_docs']:,} since it was "
+             f"trained ({_pct(tk['share'])}; retrain threshold {_pct(tk['threshold'])}) -> "
              + ("RETRAINED, every shard re-packed" if tk["retrained"] else
                 "RETRAIN REQUIRED: run `bash run_pipeline.sh --from train_tokenizer --force` (retrains on the "
                 "data without the withdrawn documents and re-packs everything), or pass --retrain-tokenizer with "
