@@ -21,6 +21,7 @@ from minideepseek.crossdedup.near import NearDedup
 from minideepseek.executor import ExecutorSpec, RayExecutor, ray_init_kwargs
 from minideepseek.packing import partition
 from tests.chain import build_chain
+from tests.test_pipeline_e2e import _data_files
 
 ray = pytest.importorskip("ray")
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,16 +33,6 @@ def ray_instance():
     ray.init(**ray_init_kwargs(num_cpus=2))
     yield
     ray.shutdown()
-
-
-def _files(run_dir: Path) -> dict[str, str]:
-    out = {}
-    for man_path in sorted(run_dir.glob("*/manifest.json")):
-        man = json.loads(man_path.read_text())
-        for f in man["outputs"]["files"]:
-            if not f.get("volatile"):
-                out[f"{man['artifact']}/{f['path']}"] = f["sha256"]
-    return out
 
 
 def _demo_subset(tmp: Path, name: str) -> Path:
@@ -64,7 +55,7 @@ def test_ray_run_equals_local_run(tmp_path, ray_instance, monkeypatch):
         assert stage.main(["--config", str(local)]) == 0
     for stage in STAGES:
         assert stage.main(["--config", str(remote), "--executor", "ray"]) == 0
-    a, b = _files(tmp_path / "local" / "data" / "sub"), _files(tmp_path / "ray" / "data" / "sub")
+    a, b = _data_files(tmp_path / "local" / "data" / "sub"), _data_files(tmp_path / "ray" / "data" / "sub")
     assert {k.split("/")[0] for k in a} == {"mixed_raw", "mixed_dedup", "tokenizer", "packed"}
     assert len([k for k in a if k.startswith("packed/data-")]) >= 2  # several packed shards
     assert a == b, "the Ray run must write byte-identical artifacts"
