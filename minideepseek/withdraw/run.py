@@ -319,9 +319,7 @@ class Withdrawal:
             return self._done("mixed_raw", t)
         man, tmp = got
         present = self._present("mixed_raw", ids)
-        shards = filter_dataset(self.run_dir / "mixed_raw", tmp, ids, skip=set(REPORTS["mixed_raw"]))
-        for name in REPORTS["mixed_raw"]:
-            shutil.copyfile(self.run_dir / "mixed_raw" / name, tmp / name)
+        shards = filter_dataset(self.run_dir / "mixed_raw", tmp, ids)  # reports linked, then replaced by refresh
         refresh_mixed_raw(tmp, bases, entry)
         per = json.loads(json.dumps(man["counters"]["per_source"]))
         for d in docs:
@@ -348,14 +346,12 @@ class Withdrawal:
         if got is None:
             return self._done("mixed_dedup", t)
         man, tmp = got
-        own = {"removed.jsonl", "contamination_hits.jsonl", *REPORTS["mixed_dedup"]}
+        # the two JSONL files are rewritten in place (open "w"): never a hard link to the old artifact's
+        own = {"removed.jsonl", "contamination_hits.jsonl"}
         shards = filter_dataset(self.run_dir / "mixed_dedup", tmp, ids, skip=own)
         src = self.run_dir / "mixed_dedup"
         filter_jsonl(src / "removed.jsonl", tmp / "removed.jsonl", ids, ("id", "kept", "original"))
         filter_jsonl(src / "contamination_hits.jsonl", tmp / "contamination_hits.jsonl", ids, ("doc_id",))
-        for name in REPORTS["mixed_dedup"]:
-            if (src / name).is_file():
-                shutil.copyfile(src / name, tmp / name)
         refresh_mixed_dedup(tmp, self.run_dir / "mixed_raw", bases, entry)
         rep = json.loads((tmp / "dedup_report.json").read_text())
         removed = rep["removed"]
@@ -374,14 +370,12 @@ class Withdrawal:
             return self._done("tokenizer", t)
         man, tmp = got
         src = self.run_dir / "tokenizer"
-        copy_artifact(src, tmp, {"sample.json", *REPORTS["tokenizer"]})
+        copy_artifact(src, tmp, {"sample.json"})
         sample = json.loads((src / "sample.json").read_text(encoding="utf-8"))
         for split in sample.values():
             split["train"] = [d for d in split["train"] if d not in ids]
             split["heldout"] = [d for d in split["heldout"] if d not in ids]
         write_json_atomic(tmp / "sample.json", sample)
-        for name in REPORTS["tokenizer"]:
-            shutil.copyfile(src / name, tmp / name)
         verdict = ("kept although a retrain is REQUIRED (`bash run_pipeline.sh --from train_tokenizer --force`)"
                    if decision["retrain_required"] else "kept")
         entry_t = {**entry, "train_docs_withdrawn": decision["train_docs_withdrawn"], "summary": entry["summary"] + (
