@@ -61,7 +61,10 @@ def figures(run: RunConfig) -> dict[str, Any]:
     if st:
         out["smoke_train"] = {k: st.get(k) for k in ("first_loss", "last_loss", "val_loss_first", "val_loss_last",
                                                       "passed")}
-    tickets = sorted(p.stem for p in (rep / "withdrawals").glob("wd-*.json")) if (rep / "withdrawals").is_dir() else []
+    # from the artifact, not the report folder: a committed example release note must not be claimed by
+    # a fresh run that withdrew nothing
+    raw = read_manifest(rd / "mixed_raw") or {}
+    tickets = [w["ticket"] for w in raw.get("withdrawals", [])]
     if tickets:
         out["withdrawals"] = tickets
     out["environment"] = {"python": platform.python_version(), "packages": package_versions(), "git_commit": git_commit()}
