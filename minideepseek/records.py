@@ -35,8 +35,22 @@ DOC_FEATURES = datasets.Features({
     "audit_trace": datasets.List(datasets.Value("string")),
 })
 
-REJECT_REASONS = ("invalid_utf8", "binary", "empty", "too_short", "too_long", "missing_text", "malformed",
-                  "extract_failed")
+# Fixed reject reasons (README "Stage 1", DESIGN.md "Stage contract"). Record-level reasons of the
+# ingestion policy come first; the last group is decided after extraction/cleanup.
+REJECT_REASONS = (
+    "invalid_utf8",          # the line (or file) is not valid UTF-8
+    "invalid_json",          # the line is not parseable JSON
+    "not_an_object",         # valid JSON, but not an object ([1, 2], "s", null, 42)
+    "missing_text",          # the object has no text field at all
+    "non_string_text",       # the text field is null / a number / a list / an object / a bool
+    "blank_text",            # the text is empty or only whitespace (incl. U+3000, U+00A0, U+2028)
+    "lone_surrogate",        # a string holds an unpaired UTF-16 surrogate (\ud800, \ude00\ud83d)
+    "binary_control_chars",  # any U+0000, or > 1% control characters in the text as read
+    "truncated_record",      # the last, partial line of a cut-off compressed stream
+    "too_long",              # longer than sampler.max_chars (or a line too long to hold such a text)
+    # after extraction / cleanup
+    "empty", "too_short", "binary", "extract_failed",
+)
 
 
 @dataclass
@@ -53,6 +67,10 @@ class RawDoc:
     raw_bytes: bytes | None = None
     error: str | None = None  # set by the source when the row itself was malformed
     meta: dict[str, Any] = field(default_factory=dict)
+    file: str = ""  # origin file (relative to the source root) for file-based sources
+    line: int | None = None  # 1-based line number in that file (JSONL)
+    offset: int | None = None  # byte offset of the line's start in the (decompressed) file
+    checked: bool = False  # validate_text already ran at ingestion (do not pay for it twice)
 
 
 @dataclass(frozen=True)
@@ -69,9 +87,18 @@ class Reject:
     kind: str = "invalid"
     filter: str = ""
     id: str = ""
+    file: str = ""
+    line: int | None = None  # 1-based
+    offset: int | None = None  # bytes
 
     def to_json(self) -> str:
-        return json.dumps(self.__dict__, ensure_ascii=False)
+        # A reject may carry the very characters it was rejected for (lone surrogates): escape them, so
+        # writing rejects.jsonl never fails on the record it reports.
+        return json.dumps({k: _safe(v) for k, v in self.__dict__.items()}, ensure_ascii=False)
+
+
+def _safe(v: Any) -> Any:
+    return v.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(v, str) else v
 
 
 def normalize_for_hash(text: str) -> str:
@@ -94,6 +121,49 @@ def base_id(doc_id: str) -> str:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+# Control characters of the ingestion policy: Unicode Cc (C0, DEL, C1 U+0080-U+009F) except TAB, LF, CR.
+# An ESC that opens a well-formed ANSI/VT100 sequence (colour codes in fortune files, terminal logs) is
+# terminal markup that the cleanup removes, not binary: it is not counted. Binary bytes decoded as
+# Latin-1 (an embedded PNG) are dense in C0/C1 characters and fail the 1% rule.
+_POLICY_CONTROL = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,256}(?:\x07|\x1b\\))|"
+                             r"([\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f])")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+MAX_CONTROL_RATIO = 0.01
+
+
+def count_control_chars(text: str) -> int:
+    """Control characters the ingestion policy counts (see ``_POLICY_CONTROL``)."""
+    return sum(1 for m in _POLICY_CONTROL.finditer(text) if m.group(1) is not None)
+
+
+def validate_text(text: Any, field_name: str = "text") -> tuple[str, str] | None:
+    """The ingestion policy for a record's text *as read*, before any cleanup: (reason, detail) for a
+    reject, None for a text that may go on to extraction and the filters."""
+    if not isinstance(text, str):
+        kind = "null" if text is None else "bool" if isinstance(text, bool) else type(text).__name__
+        return "non_string_text", f"field {field_name!r} is {kind}, not a string"
+    if not text.strip():
+        return "blank_text", f"field {field_name!r} is empty or whitespace only ({len(text):,} chars)"
+    m = _SURROGATE.search(text)
+    if m is not None:
+        return "lone_surrogate", f"unpaired surrogate U+{ord(m.group()):04X} at char {m.start():,}"
+    nul = text.find("\x00")
+    if nul >= 0:
+        return "binary_control_chars", f"NUL (U+0000) at char {nul:,}"
+    bad = count_control_chars(text)
+    if bad and bad / len(text) > MAX_CONTROL_RATIO:
+        return "binary_control_chars", f"{bad:,} control chars of {len(text):,} (> {MAX_CONTROL_RATIO:.0%})"
+    return None
+
+
+def lone_surrogate_field(row: dict[str, Any], fields: tuple[str | None, ...]) -> str | None:
+    """The first of ``fields`` (id, url, license) whose string value holds a lone surrogate: such a value
+    would crash hashing or the Arrow writer, so the record is rejected instead."""
+    for f in fields:
+        v = row.get(f) if f else None
+        if isinstance(v, str) and _SURROGATE.search(v):
+            return f
+    return None
 
 
 def check_text(text: str, min_chars: int, max_chars: int, max_control_ratio: float = 0.01) -> tuple[str | None, str]:
@@ -116,7 +186,7 @@ def check_text(text: str, min_chars: int, max_chars: int, max_control_ratio: flo
 
 def snippet(text: str | None, raw: bytes | None = None, n: int = 200) -> str:
     if text is not None:
-        return text[:n]
+        return _safe(text[:n])
     if raw is not None:
         return repr(raw[:n])
     return ""

@@ -95,9 +95,9 @@ def test_stage1_quotas_rejects_and_schema(tmp_path, corpus):
     assert mix["totals"]["all_within_tolerance"], mix["totals"]
     assert abs(mix["totals"]["tokens"] - 100_000) < 1_000
     # bad records are counted by reason and kept with their origin
-    assert by["code"]["rejects"] == {"empty": 1, "invalid_utf8": 1}
+    assert by["code"]["rejects"] == {"blank_text": 1, "invalid_utf8": 1}
     rejects = [json.loads(x) for x in (out / "rejects.jsonl").read_text().splitlines()]
-    assert {r["reason"] for r in rejects} >= {"empty", "invalid_utf8"} and all(r["url"] for r in rejects)
+    assert {r["reason"] for r in rejects} >= {"blank_text", "invalid_utf8"} and all(r["url"] for r in rejects)
     row = ds[0]
     assert set(row) >= {"id", "source", "text", "url", "license", "lang", "n_chars", "hash", "audit_trace"}
     assert row["hash"] == text_hash(row["text"]) and row["n_chars"] == len(row["text"])

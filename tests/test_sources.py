@@ -44,11 +44,13 @@ def test_local_jsonl_gz_zst_parquet(tmp_path):
     assert src.input_ref().fingerprint == _local(tmp_path, id_field="id").input_ref().fingerprint
 
 
-def test_local_bad_rows_become_errors_not_crashes(tmp_path):
+def test_local_bad_rows_become_rejects_not_crashes(tmp_path):
     p = tmp_path / "x.jsonl"
     p.write_bytes(b'{"text": "fine"}\n{"text": broken\n{"body": "no text"}\n[1, 2]\n{"text": "caf\xe9 latin1"}\n')
-    errs = sorted((r.error or "ok").split(":")[0] for r in _local(p).iter_raw(1))
-    assert errs == ["invalid_utf8", "malformed", "malformed", "missing_text", "ok"]
+    src = _local(p)
+    assert [r.text for r in src.iter_raw(1)] == ["fine"]
+    assert [(r.reason, r.line) for r in src.rejects] == [("invalid_json", 2), ("missing_text", 3),
+                                                         ("not_an_object", 4), ("invalid_utf8", 5)]
 
 
 def test_local_text_and_html_dirs(tmp_path):
@@ -57,10 +59,11 @@ def test_local_text_and_html_dirs(tmp_path):
     (tmp_path / "sub" / "b.html").write_text("<html><body><p>hello</p></body></html>")
     (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00garbage")
     (tmp_path / "ignored.bin").write_bytes(b"\x00")
-    recs = {r.source_id: r for r in _local(tmp_path).iter_raw(1)}
-    assert set(recs) == {"a.txt", "sub/b.html", "bin.txt"}
+    src = _local(tmp_path)
+    recs = {r.source_id: r for r in src.iter_raw(1)}
+    assert set(recs) == {"a.txt", "sub/b.html"}
     assert recs["sub/b.html"].fmt == "html" and recs["a.txt"].fmt == "text"
-    assert recs["bin.txt"].text is None and recs["bin.txt"].raw_bytes
+    assert [(r.file, r.reason) for r in src.rejects] == [("bin.txt", "invalid_utf8")]
 
 
 def test_local_missing_path_is_config_error(tmp_path):

@@ -18,6 +18,9 @@ class SamplerConfig:
     target_docs: int | None = None  # the seed's unit
     target_tokens: int | None = None  # the field's unit (sources weighed by tokens)
     shortfall: Literal["renormalize", "shrink", "error"] = "renormalize"
+    # A source with no document after ingestion (every record rejected, every file broken, filters drop
+    # all): "error" stops the stage naming the reasons; "skip" runs without it and reports it.
+    empty_source: Literal["error", "skip"] = "error"
     token_counter: str = "deepseek"  # or a path to a tokenizer.json
     min_chars: int = 1
     max_chars: int = 2_000_000
@@ -36,6 +39,8 @@ class SamplerConfig:
         require(0 <= self.min_chars <= self.max_chars, "sampler: need 0 <= min_chars <= max_chars")
         require(0.0 < self.max_reject_fraction <= 1.0, "sampler.max_reject_fraction must be in (0, 1]")
         require(self.batch_size >= 1 and self.num_proc >= 1, "sampler.batch_size and sampler.num_proc must be >= 1")
+        require(self.empty_source in ("error", "skip"),
+                f"sampler.empty_source={self.empty_source!r}: choose 'error' (default) or 'skip'")
         bad = [t for t in self.demo_tiers if t not in ("portable", "debian")]
         require(not bad, f"sampler.demo_tiers: unknown tier(s) {bad}; use portable and/or debian")
 

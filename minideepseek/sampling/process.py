@@ -12,7 +12,7 @@ from typing import Any
 
 from ..extract import ExtractConfig, extract_text
 from ..filters import DocContext, FilterChain
-from ..records import RawDoc, Reject, check_text, doc_id, snippet, text_hash
+from ..records import RawDoc, Reject, check_text, doc_id, snippet, text_hash, validate_text
 
 
 @dataclass(frozen=True)
@@ -34,13 +34,18 @@ def _chain(source: str, specs_json: str) -> FilterChain:
 def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
     def reject(reason: str, detail: str, text: str | None = None) -> Reject:
         return Reject(source=s.source, source_id=raw.source_id, url=raw.url, reason=reason, detail=detail,
-                      snippet=snippet(text if text is not None else raw.text, raw.raw_bytes))
+                      snippet=snippet(text if text is not None else raw.text, raw.raw_bytes),
+                      file=raw.file, line=raw.line, offset=raw.offset)
 
     if raw.error:
         reason, _, detail = raw.error.partition(":")
         return reject(reason.strip(), detail.strip())
     if raw.text is None:
         return reject("missing_text", "record has no text")
+    if not raw.checked:  # sources that do not validate at ingestion (demo): the same policy here
+        bad = validate_text(raw.text)
+        if bad:
+            return reject(*bad)
     if len(raw.text) > 10 * s.max_chars:  # do not spend extraction time on absurd records
         return reject("too_long", f"raw record of {len(raw.text):,} chars > 10 x max_chars")
     try:
@@ -63,7 +68,8 @@ def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
         if not out.keep:
             return Reject(source=s.source, source_id=raw.source_id, url=raw.url, reason=out.reason,
                           detail=json.dumps(out.signals, sort_keys=True, default=str)[:500],
-                          snippet=snippet(out.text), kind="filtered", filter=out.filter, id=did)
+                          snippet=snippet(out.text), kind="filtered", filter=out.filter, id=did,
+                          file=raw.file, line=raw.line, offset=raw.offset)
         text, mods = out.text, out.counts
         signals.update(out.signals)
         if "lang" in out.signals:

@@ -132,6 +132,13 @@ class Taker:
             self._check_budget()
         return True
 
+    def count_ingestion_rejects(self, rejects: list[Reject]) -> None:
+        """Records a file-based source rejected while reading (before sampling): seen and charged to the
+        error budget like the ones found during sampling (they never reach ``fetch``)."""
+        self.stats.seen += len(rejects)
+        self.stats.rejects.update(r.reason for r in rejects)
+        self._check_budget()
+
     def _check_budget(self) -> None:
         seen, bad = self.stats.seen, sum(self.stats.rejects.values())
         if seen >= 200 and bad / seen > self.max_reject_fraction:

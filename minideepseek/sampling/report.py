@@ -106,6 +106,7 @@ def source_mix_markdown(mix: dict[str, Any]) -> str:
     for r in mix["sources"]:
         for reason, n in r["rejects"].items():
             lines.append(f"| {r['source']} | {reason} | {n:,} |")
+    lines += _ingestion_markdown(mix.get("ingestion") or {})
     shorts = [r for r in mix["sources"] if r["shortfall"]]
     if shorts:
         lines += ["", "## Shortfalls", ""]
@@ -113,3 +114,28 @@ def source_mix_markdown(mix: dict[str, Any]) -> str:
             lines.append(f"- `{r['source']}` ran out after {r['passes_started']} pass(es) (max_epochs={r['max_epochs']}): "
                          f"{r[unit]:,} of {r['target_units']:,.0f} {unit}; policy `{mix['shortfall_policy']}`.")
     return "\n".join(lines) + "\n"
+
+
+def _ingestion_markdown(ing: dict[str, Any]) -> list[str]:
+    """Per file-based source: lines read, records kept, rejects; then every file with a problem."""
+    if not ing.get("sources"):
+        return []
+    lines = ["", "## Ingestion (file-based sources)", "",
+             "Every line of every file is counted: records kept + rejected + blank lines = lines. Rejected "
+             "records are in `rejects.jsonl` with file, 1-based line and byte offset.", "",
+             "| source | files | lines | records kept | rejected | blank lines | file problems |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, v in ing["sources"].items():
+        lines.append(f"| {name} | {len(v['files']):,} | {v['lines']:,} | {v['records']:,} | {v['rejects']:,} | "
+                     f"{v['blank_lines']:,} | {v['file_problems']:,} |")
+    flagged = [(n, f) for n, v in ing["sources"].items() for f in v["files"] if f["status"] != "ok" or f.get("notes")]
+    if flagged:
+        lines += ["", "| source | file | status | problem | lines | kept | rejected |", "|---|---|---|---|---:|---:|---:|"]
+        for n, f in flagged:
+            problem = "; ".join([f["problem"], *f.get("notes", [])]).strip("; ").replace("|", "\\|")
+            lines.append(f"| {n} | `{f['file']}` | {f['status']} | {problem} | {f['lines']:,} | {f['records']:,} | "
+                         f"{sum(f['rejects'].values()):,} |")
+    if ing.get("empty_sources"):
+        lines += ["", "Sources skipped as empty (`sampler.empty_source=skip`): "
+                  + ", ".join(f"`{n}`" for n in ing["empty_sources"])]
+    return lines

@@ -20,6 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ..arrow_io import DatasetWriter, iter_dataset_rows
+from ..config import ConfigError
 from ..executor import LocalExecutor
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject
 from ..sources import make_source
@@ -90,9 +91,54 @@ def deletion_input(cfg: MixSamplerConfig) -> InputRef | None:
     return InputRef(name=DELETION_INPUT, path=str(path), fingerprint=fp)
 
 
+def _ingest_files(cfg: MixSamplerConfig, sources: dict, takers: dict[str, Taker],
+                  reject_counts: dict[str, Counter], rejects_fh: Any) -> dict[str, Any]:
+    """Read and validate every file of the file-based sources before sampling: their ingestion rejects
+    go to rejects.jsonl (with file, line, offset) and count against the error budget; file-level
+    problems are collected per file. A source left with no record stops the stage, unless
+    ``sampler.empty_source=skip`` (then it leaves the recipe and the report says so)."""
+    out: dict[str, Any] = {"sources": {}, "empty_sources": []}
+    for name, src in sources.items():
+        if not hasattr(src, "load"):
+            continue  # streaming/demo sources validate each record as it is sampled
+        records = src.load()
+        for rej in src.rejects:
+            reject_counts[name][rej.reason] += 1
+            rejects_fh.write(rej.to_json() + "\n")
+        takers[name].count_ingestion_rejects(src.rejects)
+        files = [r.to_dict() for r in src.file_reports]
+        out["sources"][name] = {
+            "files": files, "records": len(records), "rejects": sum(reject_counts[name].values()),
+            "lines": sum(f["lines"] for f in files), "blank_lines": sum(f["blank_lines"] for f in files),
+            "file_problems": sum(f["status"] != "ok" for f in files)}
+        if not records:
+            top = ", ".join(f"{r}={n:,}" for r, n in reject_counts[name].most_common(4)) or "none"
+            problems = "; ".join(f"{f['file']}: {f['problem']}" for f in files if f["status"] != "ok")[:400]
+            _empty_source(cfg, name, f"0 valid records in {len(files)} file(s) (rejects: {top}"
+                          + (f"; file problems: {problems}" if problems else "") + ")", out)
+    return out
+
+
+def _empty_source(cfg: MixSamplerConfig, name: str, why: str, ingestion: dict[str, Any]) -> None:
+    if cfg.sampler.empty_source == "error":
+        raise ConfigError(f"source {name} yields no documents: {why}; fix the source (path, format, text_field, "
+                          f"filters) or set sampler.empty_source=skip to run without it")
+    log.warning("source %s yields no documents (%s); skipped (sampler.empty_source=skip)", name, why)
+    ingestion["empty_sources"].append(name)
+
+
+def _check_empty_after_sampling(cfg: MixSamplerConfig, takers: dict[str, Taker], ingestion: dict[str, Any]) -> None:
+    for name, t in takers.items():
+        if t.stats.accepted == 0 and name not in ingestion["empty_sources"]:
+            top = ", ".join(f"{r}={n:,}" for r, n in (t.stats.rejects + Counter(
+                {f"{f}:{r}": n for (f, r), n in t.stats.filtered.items()})).most_common(4))
+            _empty_source(cfg, name, f"{t.stats.seen:,} records seen, none kept ({top or 'no records'})", ingestion)
+
+
 def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False, executor: Any = None) -> dict[str, Any]:
     run_dir = cfg.run.run_dir
-    sources = {s.name: make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers) for s in cfg.sources}
+    sources = {s.name: make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers, cfg.sampler.max_chars)
+               for s in cfg.sources}
     inputs = [src.input_ref() for src in sources.values()]
     deletions = deletion_input(cfg)
     if deletions is not None:
@@ -162,7 +208,14 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
             takers[s.name] = Taker(s.name, sources[s.name].iter_raw, sc.unit, s.max_epochs,
                                    _Fetcher(pool, settings, counter, withdrawn), emitter(s.name), on_reject,
                                    sc.batch_size, sc.max_reject_fraction)
-        outcome = run_quotas(takers, {s.name: s.weight for s in cfg.sources}, sc.target, sc.unit, sc.shortfall)
+        weights = {s.name: s.weight for s in cfg.sources}
+        ingestion = _ingest_files(cfg, sources, takers, reject_counts, rejects_fh)
+        for name in ingestion["empty_sources"]:
+            weights[name] = 0.0  # sampler.empty_source=skip: out of the recipe, reported
+        if not any(weights.values()):
+            raise ConfigError("stage 1: every source is empty after ingestion; see the warnings above")
+        outcome = run_quotas(takers, weights, sc.target, sc.unit, sc.shortfall)
+        _check_empty_after_sampling(cfg, takers, ingestion)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -197,6 +250,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
     shutil.rmtree(spill_root)
 
     mix = build_source_mix(cfg, takers, outcome, realized, reject_counts)
+    mix["ingestion"] = ingestion
     write_json_atomic(tmp / "source_mix.json", mix)
     write_text_atomic(tmp / "source_mix.md", source_mix_markdown(mix))
     freport = build_filter_report(cfg, takers, realized, mods, examples)
@@ -209,6 +263,9 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
         "per_source": {n: dict(sorted(c.items())) for n, c in realized.items()},
         "duplicate_source_ids": dict(sorted(dup_ids.items())),
         "filtered": {n: sum(t.stats.filtered.values()) for n, t in takers.items()},
+        "file_problems": [{"source": n, **f} for n, v in ingestion["sources"].items() for f in v["files"]
+                          if f["status"] != "ok" or f.get("notes")],
+        "empty_sources": ingestion["empty_sources"],
     }
     if withdrawn:
         counters["withdrawn_at_ingestion"] = {n: t.stats.withdrawn for n, t in takers.items()}

@@ -13,9 +13,10 @@ from .local import LocalSource
 __all__ = ["Source", "SourceConfig", "check_recipe", "make_source"]
 
 
-def make_source(cfg: SourceConfig, seed: int, cache_dir: Path, demo_tiers: tuple[str, ...]) -> Source:
+def make_source(cfg: SourceConfig, seed: int, cache_dir: Path, demo_tiers: tuple[str, ...],
+                max_chars: int = 2_000_000) -> Source:
     if cfg.type == "hf":
         return HFSource(cfg, seed)
     if cfg.type == "local":
-        return LocalSource(cfg, seed)
+        return LocalSource(cfg, seed, max_chars)
     return DemoSource(cfg, seed, cache_dir, demo_tiers)
