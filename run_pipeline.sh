@@ -8,6 +8,7 @@
 #   NPROC=2 bash run_pipeline.sh --only smoke_train   # smoke train under torchrun, 2 processes
 #   bash run_pipeline.sh withdraw --id ID --why "..."  # deletion request (withdraw.py), then rerun what is stale
 #   bash run_pipeline.sh --executor ray [--ray-address HOST:6379]   # stages 1-4 on a Ray cluster (same artifacts)
+#   bash run_pipeline.sh --log-level DEBUG            # DEBUG, INFO (default), WARNING, ERROR, CRITICAL
 #
 # First run: creates .venv and installs the pinned dependencies, builds the demo corpus into the
 # cache (~/.cache/minideepseek, or $MINIDEEPSEEK_CACHE). Later runs skip up-to-date stages.
@@ -17,8 +18,8 @@ cd "$(dirname "$0")"
 STAGES=(mix_sampler cross_source_dedup train_tokenizer pack_shuffle smoke_train)
 NPROC=${NPROC:-1}   # smoke_train processes: NPROC=2 runs it under torchrun (gloo on CPU, NCCL on GPUs)
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
-CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=() WITHDRAW=() EXEC=()
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
+CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=() WITHDRAW=() EXEC=() LOGL=()
 if [ "${1:-}" = withdraw ]; then WITHDRAW=(withdraw.py); shift; fi
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,6 +30,7 @@ while [ $# -gt 0 ]; do
     --set) SETS+=(--set "$2"); shift 2 ;;
     --executor) EXEC+=(--executor "$2"); shift 2 ;;
     --ray-address) EXEC+=(--ray-address "$2"); shift 2 ;;
+    --log-level) LOGL=(--log-level "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) if [ ${#WITHDRAW[@]} -gt 0 ]; then WITHDRAW+=("$1"); shift
        else echo "run_pipeline.sh: unknown argument '$1'" >&2; usage >&2; exit 2; fi ;;
@@ -40,13 +42,33 @@ for s in "$FROM" "$ONLY"; do
   fi
 done
 
+case "${LOGL[1]:-INFO}" in
+  DEBUG|INFO|WARNING|ERROR|CRITICAL|debug|info|warning|error|critical) ;;
+  *) echo "run_pipeline.sh: --log-level '${LOGL[1]}' is not a logging level; use DEBUG, INFO, WARNING, ERROR or CRITICAL" >&2
+     exit 2 ;;
+esac
+
 bash scripts/ensure_venv.sh
 PY=.venv/bin/python
+# Every stage's config section is checked before any stage runs: a bad tokenizer.vocab_size must not
+# cost minutes of stages 1-2 first.
+"$PY" -m minideepseek.validate --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} || exit 2
+
+# The resume hint repeats the user's own command (config, every --set, executor, log level), so it
+# resumes this run and not another one.
+resume_hint() {  # $1 = the stage to resume from
+  local cmd=(bash run_pipeline.sh --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${EXEC[@]+"${EXEC[@]}"} \
+             ${LOGL[@]+"${LOGL[@]}"} ${FORCE[@]+"${FORCE[@]}"})
+  if [ -n "$ONLY" ]; then cmd+=(--only "$1"); else cmd+=(--from "$1"); fi
+  local prefix=""
+  [ "$NPROC" != 1 ] && prefix="NPROC=$NPROC "
+  printf '  %s' "$prefix"; printf '%q ' "${cmd[@]}" | sed 's/ $//'; echo
+}
 if [ ${#WITHDRAW[@]} -gt 0 ]; then
   # a deletion request first; the stages below then skip what is up to date and rebuild what went stale
   # (the smoke-train model, whose training data changed)
   rc=0
-  "$PY" "${WITHDRAW[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} || rc=$?
+  "$PY" "${WITHDRAW[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${LOGL[@]+"${LOGL[@]}"} || rc=$?
   case $rc in
     0) ;;
     4) echo "run_pipeline.sh: the withdrawal left traces (see its impact note); continuing" >&2 ;;
@@ -69,9 +91,9 @@ for stage in "${STAGES[@]}"; do
     launch=("$PY" "$stage.py")
     [ "$NPROC" -gt 1 ] && launch=(.venv/bin/torchrun --standalone --nproc_per_node="$NPROC" "$stage.py")
   fi
-  if ! "${launch[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"}; then
+  if ! "${launch[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"} ${LOGL[@]+"${LOGL[@]}"}; then
     echo "run_pipeline.sh: stage $stage failed; fix the error above, then rerun from it:" >&2
-    echo "  bash run_pipeline.sh --config $CONFIG --from $stage" >&2
+    resume_hint "$stage" >&2
     exit 1
   fi
   echo "== $stage done in $(( $(date +%s) - ts )) s =="

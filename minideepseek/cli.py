@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -13,6 +14,10 @@ from typing import Any
 from .config import ConfigError
 
 DEFAULT_CONFIG = "configs/demo.yaml"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# Errors of the file system that are the user's environment, not a bug: one line naming the path.
+_ENV_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EISDIR,
+               errno.EMFILE, errno.ENAMETOOLONG}
 
 
 def stage_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -22,7 +27,8 @@ def stage_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set sampler.target_docs=2000 (repeatable)")
     p.add_argument("--force", action="store_true", help="rebuild even if the artifact is up to date")
-    p.add_argument("--log-level", default=os.environ.get("MINIDEEPSEEK_LOG", "INFO"))
+    p.add_argument("--log-level", default=os.environ.get("MINIDEEPSEEK_LOG", "INFO"), metavar="LEVEL",
+                   help=f"logging level: {', '.join(LOG_LEVELS)} (default: INFO or $MINIDEEPSEEK_LOG)")
     return p
 
 
@@ -47,16 +53,48 @@ def open_executor(args: argparse.Namespace) -> Iterator[Any]:
 
 
 def setup_logging(level: str = "INFO") -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    """Configure logging once; an unknown level is a one-line error (exit 2), not a traceback."""
+    name = str(level).upper()
+    if name not in LOG_LEVELS:
+        print(f"error: --log-level {level!r} is not a logging level; use one of {', '.join(LOG_LEVELS)}",
+              file=sys.stderr)
+        raise SystemExit(2)
+    logging.basicConfig(level=name, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S", stream=sys.stderr, force=True)
 
 
-def run_cli(fn, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    """Run a stage, turning config/input errors into one clear line and exit code 2."""
+def run_cli(fn, args: argparse.Namespace, validate: bool = True) -> int:  # type: ignore[no-untyped-def]
+    """Run a stage, turning config/input errors into one clear line and exit code 2, and an unwritable
+    or full output location into one line naming the path (exit 1).
+
+    Before anything runs, every stage section of the config file is validated (``validate``), and the
+    command line is remembered so hints repeat it (``invocation``)."""
+    from . import invocation
+
+    invocation.remember(args)
     try:
+        if validate and getattr(args, "config", None):
+            from .validate import validate_all
+
+            validate_all(args.config, args.overrides)
         fn(args)
     except ConfigError as exc:
-        logging.getLogger("minideepseek").error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if exc.errno not in _ENV_ERRNOS:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot write{where}: {exc.strerror or exc} (errno {errno.errorcode.get(exc.errno, exc.errno)}); "
+              "free space or fix the permissions of that path, or point run.data_dir/run.reports_dir elsewhere",
+              file=sys.stderr)
+        return 1
+    except Exception as exc:  # an Arrow artifact that fails to parse and was not checksummed (run.verify=size)
+        msg = str(exc)
+        if type(exc).__module__.startswith("pyarrow") and ("flatbuffers" in msg or "IPC" in msg):
+            print(f"error: an Arrow artifact file cannot be read ({type(exc).__name__}: {msg.splitlines()[0]}); it "
+                  "is corrupt: rerun the stage that wrote it with --force (run.verify=sha256 names the file)",
+                  file=sys.stderr)
+            return 2
+        raise
     return 0

@@ -42,6 +42,86 @@ class StaleInputError(ConfigError):
     """An upstream artifact is missing, incomplete or was built from a different config."""
 
 
+class CorruptArtifactError(StaleInputError):
+    """A file of an artifact does not match the checksum its manifest recorded."""
+
+
+VERIFY_MODES = ("sha256", "size")
+# What this process verified, for the manifest of the stage it runs (``input_verification``).
+VERIFIED: list[dict[str, Any]] = []
+
+
+def verify_artifact(adir: Path, man: dict[str, Any], mode: str = "sha256", rebuild: str = "") -> dict[str, Any]:
+    """Check every file the manifest lists: present, same size and (``sha256`` mode) same sha256.
+
+    ``size`` mode (``run.verify: size``) is for multi-GB runs where hashing every input on every stage
+    costs too much; it is logged as such. Raises CorruptArtifactError naming the artifact, the file
+    and the command that rebuilds it."""
+    t0 = time.perf_counter()
+    files = man.get("outputs", {}).get("files", [])
+    nbytes = 0
+    for f in files:
+        p = adir / f["path"]
+        why = None
+        if not p.is_file():
+            why = "is missing"
+        elif p.stat().st_size != f["bytes"]:
+            why = f"has {p.stat().st_size:,} bytes, the manifest says {f['bytes']:,}"
+        elif mode == "sha256":
+            got = sha256_file(p)
+            if got != f["sha256"]:
+                why = f"sha256 {got[:16]}... differs from the manifest's {f['sha256'][:16]}... (corrupted or edited)"
+        if why:
+            raise CorruptArtifactError(
+                f"artifact {adir}: file {f['path']} {why}; the artifact cannot be trusted"
+                + (f"; rebuild it: {rebuild}" if rebuild else ""))
+        nbytes += f["bytes"]
+    dt = time.perf_counter() - t0
+    rec = {"artifact": adir.name, "mode": mode, "files": len(files), "bytes": nbytes, "seconds": round(dt, 3),
+           "mb_per_s": round(nbytes / 1e6 / dt, 1) if dt > 0 and mode == "sha256" else None}
+    VERIFIED.append(rec)
+    if mode == "sha256":
+        log.info("verified %s: %d files, %.1f MB sha256 in %.2f s (%s MB/s)", adir, len(files), nbytes / 1e6, dt,
+                 rec["mb_per_s"])
+    else:
+        log.warning("%s: checked %d files by size only (run.verify=size): their content is NOT verified", adir,
+                    len(files))
+    return rec
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def remove_dead_tmp(*dirs: Path) -> list[Path]:
+    """Remove ``*.tmp-<pid>`` files and directories (and ``*.old-<pid>`` swap leftovers) whose process is
+    gone, in ``dirs`` and one level below: what a killed stage, report write or swap left behind. A
+    live process's temp files are left alone (another run may be writing them)."""
+    removed = []
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        cands = list(d.glob("*.tmp-*")) + list(d.glob("*/*.tmp-*")) + list(d.glob("*.old-*"))
+        for p in sorted(set(cands)):
+            tail = p.name.rsplit(".tmp-", 1)[-1] if ".tmp-" in p.name else p.name.rsplit(".old-", 1)[-1]
+            if not tail.isdigit() or _pid_alive(int(tail)):
+                continue
+            if ".old-" in p.name and p.parent == d and not (d / p.name.rsplit(".old-", 1)[0]).exists():
+                continue  # the only copy of an interrupted swap: restore_interrupted_swap puts it back
+            log.warning("removing leftover %s of a dead process", p)
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
 @dataclass(frozen=True)
 class InputRef:
     """One input of a stage: a path and a fingerprint that changes when its content does."""
@@ -159,6 +239,18 @@ def restore_interrupted_swap(final: Path) -> bool:
     return True
 
 
+def check_writable(*dirs: Path) -> None:
+    """Fail before any work when an output directory cannot be written (read-only file system, no
+    permission, full disk): one OSError naming the directory, turned into a one-line error by the CLI."""
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / f".write-probe.tmp-{os.getpid()}"
+        try:
+            probe.write_bytes(b"x")
+        finally:
+            probe.unlink(missing_ok=True)
+
+
 def publish_reports(artifact_dir: Path, report_dir: Path, names: tuple[str, ...]) -> None:
     """Copy an artifact's report files to ``reports/<run>/`` (the artifact keeps the originals)."""
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -168,26 +260,95 @@ def publish_reports(artifact_dir: Path, report_dir: Path, names: tuple[str, ...]
 
 
 def require_upstream(run_dir: Path, artifact: str, producer: str, expected_config_hash: str | None = None,
-                     config_path: str = "CONFIG") -> dict[str, Any]:
-    """Return an upstream artifact's manifest, or raise StaleInputError naming the command to run."""
+                     config_path: str = "CONFIG", verify: str | None = None,
+                     chain: dict[str, str] | None = None) -> dict[str, Any]:
+    """Return an upstream artifact's manifest after checking it can be used, or raise StaleInputError
+    naming the command to run: it exists, its own upstreams did not move on, it was built from the
+    config the user's command now gives (``expected_config_hash``; ``chain`` maps further upstream
+    artifacts to the config hash they must have, e.g. ``mixed_raw`` for the tokenizer), and every data
+    file matches its manifest checksum (``verify``). Hints repeat the user's own command line
+    (``invocation.rerun_hint``)."""
+    from .invocation import rerun_hint
+
     adir = run_dir / artifact
+    hint = rerun_hint(producer, config_path)
     man = read_manifest(adir)
     if man is None:
-        raise StaleInputError(
-            f"upstream artifact {adir} is missing or incomplete (no {MANIFEST}); "
-            f"run `python {producer} --config {config_path}` first")
+        raise StaleInputError(f"upstream artifact {adir} is missing or incomplete (no {MANIFEST}); run {hint} first")
     for inp in man.get("inputs", []):  # transitive: the upstream's own upstream may have moved on
         dep = read_manifest(run_dir / inp["name"])
         if dep is not None and dep.get("fingerprint") != inp.get("fingerprint"):
-            raise StaleInputError(
-                f"upstream artifact {adir} was built from an older {inp['name']}; rerun `python {producer} "
-                f"--config {config_path}` (or `bash run_pipeline.sh --from {producer.removesuffix('.py')}`)")
+            raise StaleInputError(f"upstream artifact {adir} was built from an older {inp['name']}; rerun {hint}")
     if expected_config_hash is not None and man.get("config_hash") != expected_config_hash:
         raise StaleInputError(
-            f"upstream artifact {adir} was built from a different config than {config_path} now gives; "
-            f"rerun `python {producer} --config {config_path}` "
-            f"(or `bash run_pipeline.sh --from {producer.removesuffix('.py')}`)")
+            f"upstream artifact {adir} was built from a different config than your command now gives; rerun {hint}")
+    if chain is None:
+        chain = _chain_from_invocation()
+    for dep_name in _upstream_closure(run_dir, man):
+        want = chain.get(dep_name)
+        dep = read_manifest(run_dir / dep_name)
+        if want is not None and dep is not None and dep.get("config_hash") != want:
+            producer_of = dep.get("stage", dep_name)
+            raise StaleInputError(
+                f"upstream artifact {adir} was built on {run_dir / dep_name}, which comes from a different "
+                f"{producer_of} config than your command now gives; rebuild from there: "
+                f"{rerun_hint(producer_of + '.py', config_path)}")
+    verify_artifact(adir, man, verify or _verify_mode(), rebuild=hint)
     return man
+
+
+_CHAIN_CACHE: dict[tuple, dict[str, str]] = {}
+
+
+def _chain_from_invocation() -> dict[str, str]:
+    """Config hash per artifact under the user's current command (empty when no command is known,
+    e.g. a library call): lets a stage refuse an upstream whose own upstream came from another config."""
+    from .invocation import current
+
+    inv = current()
+    if inv is None or not inv.config:
+        return {}
+    cfg_path = Path(inv.config).resolve()
+    try:  # keyed by content: tests (and notebooks) reuse one file name in many directories
+        key = (str(cfg_path), hashlib.sha256(cfg_path.read_bytes()).hexdigest(), inv.overrides)
+    except OSError:
+        return {}
+    if key not in _CHAIN_CACHE:
+        from .validate import expected_hashes
+
+        _CHAIN_CACHE[key] = expected_hashes(inv.config, inv.overrides)
+    return _CHAIN_CACHE[key]
+
+
+def _verify_mode() -> str:
+    """``run.verify`` of the user's current command (sha256 when unknown)."""
+    from .invocation import current
+
+    inv = current()
+    if inv is None or not inv.config:
+        return "sha256"
+    from .config import apply_overrides, build, load_yaml
+    from .runconfig import RunConfig
+
+    try:
+        data = apply_overrides(load_yaml(inv.config), list(inv.overrides))
+        return build(RunConfig, data.get("run") or {}, "run").verify
+    except ConfigError:
+        return "sha256"
+
+
+def _upstream_closure(run_dir: Path, man: dict[str, Any]) -> list[str]:
+    """Names of the artifacts an artifact was built on, transitively (inputs that are artifacts of the run)."""
+    seen: list[str] = []
+    todo = [i["name"] for i in man.get("inputs", [])]
+    while todo:
+        name = todo.pop(0)
+        if name in seen or not (run_dir / name / MANIFEST).is_file():
+            continue
+        seen.append(name)
+        dep = read_manifest(run_dir / name) or {}
+        todo += [i["name"] for i in dep.get("inputs", [])]
+    return seen
 
 
 class StageRun:
@@ -217,8 +378,9 @@ class StageRun:
     def existing(self) -> dict[str, Any] | None:
         return read_manifest(self.final_dir)
 
-    def up_to_date(self) -> bool:
-        """True when the artifact is complete and was built from this config and these inputs."""
+    def up_to_date(self, verify: str = "sha256") -> bool:
+        """True when the artifact is complete, was built from this config and these inputs, and its files
+        still match their checksums (a corrupted output is rebuilt, never reported as up to date)."""
         man = self.existing
         if man is None:
             return False
@@ -231,11 +393,12 @@ class StageRun:
         new_inputs = {i.name: i.fingerprint for i in self.inputs}
         if old_inputs != new_inputs:
             reasons.append("inputs changed")
-        for f in man.get("outputs", {}).get("files", []):
-            p = self.final_dir / f["path"]
-            if not p.is_file() or p.stat().st_size != f["bytes"]:
-                reasons.append(f"output {f['path']} missing or resized")
-                break
+        if not reasons:
+            try:
+                verify_artifact(self.final_dir, man, verify)
+            except CorruptArtifactError as exc:
+                log.warning("%s: %s", self.stage, exc)
+                reasons.append("an output file does not match its manifest checksum")
         if reasons:
             log.info("%s: %s exists but is out of date (%s); rebuilding", self.stage, self.final_dir, ", ".join(reasons))
             return False
@@ -243,11 +406,11 @@ class StageRun:
 
     def begin(self) -> Path:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        for stray in self.run_dir.glob(f"{self.artifact}.tmp-*"):
-            log.warning("removing leftover %s from an interrupted run", stray)
-            shutil.rmtree(stray, ignore_errors=True)
-        for stray in self.run_dir.glob(f"{self.artifact}.old-*"):
-            shutil.rmtree(stray, ignore_errors=True)
+        restore_interrupted_swap(self.final_dir)
+        remove_dead_tmp(self.run_dir)
+        for stray in self.run_dir.glob(f"{self.artifact}.old-*"):  # the artifact exists again: old copies go
+            if self.final_dir.exists():
+                shutil.rmtree(stray, ignore_errors=True)
         self.tmp_dir = self.run_dir / f"{self.artifact}.tmp-{os.getpid()}"
         self.tmp_dir.mkdir()
         self._t0 = time.time()
@@ -287,6 +450,7 @@ class StageRun:
             "wall_s": round(wall, 2),
             "peak_rss_mb": peak_rss_mb(),
             "cpu_count": psutil.cpu_count(),
+            "input_verification": list(VERIFIED),
         }
         write_json_atomic(self.tmp_dir / MANIFEST, manifest)
         swap_into_place(self.tmp_dir, self.final_dir)
@@ -299,8 +463,12 @@ class StageRun:
                 force: bool = False) -> dict[str, Any]:
         """The contract around a stage body: skip when up to date (unless ``force``), else build into
         the tmp dir (``build(tmp)`` must end with ``commit``), abort on any error; then publish the
-        artifact's reports to ``report_dir``."""
-        if not force and self.up_to_date():
+        artifact's reports to ``report_dir``. Leftovers of dead processes go first, skipped or not."""
+        check_writable(self.run_dir, Path(report_dir))
+        restore_interrupted_swap(self.final_dir)
+        remove_dead_tmp(self.run_dir, Path(report_dir))
+        verify = getattr(getattr(self.cfg, "run", None), "verify", "sha256")
+        if not force and self.up_to_date(verify):
             log.info("%s: %s is up to date; skipping (use --force to rebuild)", self.stage, self.final_dir)
             man = self.existing
             assert man is not None

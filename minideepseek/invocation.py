@@ -1,0 +1,71 @@
+"""The user's own command line, remembered once per process, so every hint the pipeline prints
+(resume after a failure, rebuild a stale or corrupt upstream) repeats the same ``--config``, every
+``--set`` and ``--executor`` the user gave: a hint that drops ``--set run.name=x`` would send the user
+to another run."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+CPU_STAGES = ("mix_sampler", "cross_source_dedup", "train_tokenizer", "pack_shuffle")
+
+
+@dataclass(frozen=True)
+class Invocation:
+    config: str
+    overrides: tuple[str, ...] = ()
+    executor: str = "local"
+    ray_address: str | None = None
+
+
+_CURRENT: Invocation | None = None
+
+
+def remember(args: Any) -> Invocation:
+    """Record the parsed arguments of this process's script (called by ``cli.run_cli``)."""
+    global _CURRENT
+    _CURRENT = Invocation(config=str(getattr(args, "config", "") or ""),
+                          overrides=tuple(getattr(args, "overrides", None) or ()),
+                          executor=getattr(args, "executor", None) or "local",
+                          ray_address=getattr(args, "ray_address", None))
+    return _CURRENT
+
+
+def current() -> Invocation | None:
+    return _CURRENT
+
+
+def forget() -> None:
+    global _CURRENT
+    _CURRENT = None
+
+
+def _common(inv: Invocation, stage: str) -> list[str]:
+    out = ["--config", inv.config]
+    for o in inv.overrides:
+        out += ["--set", o]
+    if inv.executor != "local" and stage in CPU_STAGES:
+        out += ["--executor", inv.executor]
+        if inv.ray_address:
+            out += ["--ray-address", inv.ray_address]
+    return out
+
+
+def stage_command(script: str, inv: Invocation | None = None) -> str:
+    """``python <script> --config C --set k=v ... [--executor ray]`` for the remembered invocation."""
+    inv = inv or _CURRENT or Invocation(config="CONFIG")
+    stage = script.removesuffix(".py")
+    return shlex.join(["python", script, *_common(inv, stage)])
+
+
+def pipeline_command(stage: str, inv: Invocation | None = None) -> str:
+    inv = inv or _CURRENT or Invocation(config="CONFIG")
+    return shlex.join(["bash", "run_pipeline.sh", *_common(inv, stage), "--from", stage])
+
+
+def rerun_hint(script: str, config_path: str = "CONFIG") -> str:
+    """The command that (re)builds ``script``'s artifact, as the user would type it."""
+    inv = _CURRENT or Invocation(config=config_path)
+    return f"`{stage_command(script, inv)}` (or `{pipeline_command(script.removesuffix('.py'), inv)}`)"
