@@ -1,0 +1,114 @@
+"""Every top-level script's --help: fast (no heavy imports), rendered as written, and its examples work.
+
+The examples are read from the scripts' docstrings (what --help prints) and fed to the script's own
+parser; a stage script's `--config`/`--set` are then loaded into its frozen config, so an example
+naming a key that does not exist, or a value the config refuses, fails here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ("mix_sampler.py", "cross_source_dedup.py", "train_tokenizer.py", "pack_shuffle.py", "smoke_train.py",
+           "withdraw.py", "report.py")
+# the stage config each script loads (module, class)
+STAGE_CONFIGS = {
+    "mix_sampler.py": ("minideepseek.sampling.config", "MixSamplerConfig"),
+    "cross_source_dedup.py": ("minideepseek.crossdedup.config", "DedupStageConfig"),
+    "train_tokenizer.py": ("minideepseek.tokenizer.config", "TokenizerStageConfig"),
+    "pack_shuffle.py": ("minideepseek.packing.config", "PackStageConfig"),
+    "smoke_train.py": ("minideepseek.train.config", "TrainStageConfig"),
+    "withdraw.py": ("minideepseek.withdraw.config", "WithdrawStageConfig"),
+}
+HEAVY = ("torch", "datasets", "tokenizers", "pyarrow", "pandas", "numpy", "datasketch", "matplotlib")
+
+
+def _load(script: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"_script_{script[:-3]}", ROOT / script)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def examples(script: str, doc: str) -> list[list[str]]:
+    """argv of every example line in ``doc`` that runs ``script`` (continuations joined, comments cut)."""
+    text = re.sub(r"\\\n\s*", " ", doc)
+    out = []
+    for line in text.splitlines():
+        if script not in line:
+            continue
+        words = shlex.split(line, comments=True)
+        at = [i for i, w in enumerate(words) if Path(w).name == script]
+        if at and any(w in ("python", "torchrun") or w.endswith("/python") for w in words[:at[0]]):
+            # a shell command substitution stands for its output; the one used computes a document hash
+            out.append(["0" * 64 if w.startswith("$(") else w for w in words[at[0] + 1:]])
+    return out
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_examples_parse_and_load(script: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    mod = _load(script)
+    exs = examples(script, mod.__doc__ or "")
+    assert len(exs) >= 2, f"{script}: expected its docstring examples, found {exs}"
+    for argv in exs:
+        if script == "report.py":
+            from minideepseek.dashboard.drift import Thresholds
+
+            args = mod.parse_args(argv)
+            assert args.cmd in ("show", "compare")
+            Thresholds.parse(args.threshold)
+            continue
+        args = mod.build_parser().parse_args(argv)
+        from minideepseek.runconfig import load_stage_config
+
+        modname, cls = STAGE_CONFIGS[script]
+        cfg = load_stage_config(getattr(importlib.import_module(modname), cls), args.config, args.overrides, quiet=True)
+        if "sampler.target_docs" in " ".join(args.overrides):
+            assert cfg.run.name != "demo", f"{script} {argv}: a resized run must not write over data/demo"
+        if script == "withdraw.py":
+            from minideepseek.withdraw.tickets import SELECTOR_KINDS, Selector
+
+            for kind in SELECTOR_KINDS:
+                for v in getattr(args, kind) or []:
+                    Selector(kind, v)
+
+
+def test_examples_reader_sees_continuations() -> None:
+    doc = "    python x.py --a 1 \\\n        --b 2   # c\n    bash run.sh x.py --no\n    python y.py --z\n"
+    assert examples("x.py", doc) == [["--a", "1", "--b", "2"]]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_renders_docstring_as_written(script: str) -> None:
+    """The docstring reaches --help verbatim: no escape (a `\\` continuation) is swallowed by Python."""
+    src = (ROOT / script).read_text(encoding="utf-8")
+    m = re.match(r'r?"""(.*?)"""', src, re.S)
+    assert m, f"{script} has no module docstring"
+    assert _load(script).__doc__ == m.group(1)
+    out = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for line in m.group(1).splitlines():
+        if line.strip().startswith(("python ", "torchrun ")):
+            assert line.rstrip() in out, f"{script} --help does not show {line!r}"
+
+
+def test_help_imports_nothing_heavy() -> None:
+    """--help of every script must not import torch/datasets/tokenizers/pyarrow (seconds each)."""
+    code = ("import runpy, sys\nsys.argv = [sys.argv[1], '--help']\n"
+            "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            f"print('HEAVY:' + ' '.join(m for m in {HEAVY!r} if m in sys.modules))")
+    for script in SCRIPTS:
+        r = subprocess.run([sys.executable, "-c", code, script], cwd=ROOT, capture_output=True, text=True, check=True)
+        assert "usage:" in r.stdout, script
+        heavy = r.stdout.rsplit("HEAVY:", 1)[1].strip()
+        assert heavy == "", f"{script} --help imported {heavy}"
