@@ -56,7 +56,7 @@ def run_cli(fn, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def
     try:
         fn(args)
     except ConfigError as exc:
-        logging.getLogger("minideepseek").error("%s", exc)
+        # once: the log handler and this line both go to stderr, so logging it too printed it twice
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

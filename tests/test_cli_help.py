@@ -112,3 +112,31 @@ def test_help_imports_nothing_heavy() -> None:
         assert "usage:" in r.stdout, script
         heavy = r.stdout.rsplit("HEAVY:", 1)[1].strip()
         assert heavy == "", f"{script} --help imported {heavy}"
+
+
+def test_config_error_printed_once(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, str(ROOT / "pack_shuffle.py"), "--config", str(ROOT / "configs/demo.yaml"),
+                        "--set", "pack.seq_len=-1", "--set", f"run.data_dir={tmp_path}"], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.count("pack.seq_len=-1") == 1, r.stderr
+
+
+def test_config_logged_as_digest_and_yaml(caplog: pytest.LogCaptureFixture) -> None:
+    import yaml
+
+    from minideepseek.config import config_hash
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+
+    with caplog.at_level("DEBUG", logger="minideepseek.runconfig"):
+        cfg = load_stage_config(MixSamplerConfig, ROOT / "configs/demo.yaml", ["sampler.target_docs=700",
+                                                                               "run.name=digest"])
+    info = [r.getMessage() for r in caplog.records if r.levelname == "INFO" and "config " in r.getMessage()]
+    assert len(info) == 1 and "\n" not in info[0] and len(info[0]) < 400
+    assert "run digest" in info[0] and config_hash(cfg)[:12] in info[0] and "sampler.target_docs=700" in info[0]
+    debug = [r.getMessage() for r in caplog.records if r.levelname == "DEBUG" and "resolved config" in r.getMessage()]
+    assert len(debug) == 1
+    tree = yaml.safe_load(debug[0].split("\n", 1)[1])
+    assert tree["run"]["name"] == "digest" and tree["sampler"]["target_docs"] == 700
+    assert "\n  " in debug[0]  # indented, not one line
