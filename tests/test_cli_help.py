@@ -140,3 +140,15 @@ def test_config_logged_as_digest_and_yaml(caplog: pytest.LogCaptureFixture) -> N
     tree = yaml.safe_load(debug[0].split("\n", 1)[1])
     assert tree["run"]["name"] == "digest" and tree["sampler"]["target_docs"] == 700
     assert "\n  " in debug[0]  # indented, not one line
+
+
+def test_report_compare_takes_out_after_the_runs(tmp_path: Path) -> None:
+    """`report.py compare A B --out DIR` (as its --help shows) writes the dashboard into DIR."""
+    out = tmp_path / "dash"
+    r = subprocess.run([sys.executable, "report.py", "compare", "reports/demo", "reports/demo_b", "--out", str(out),
+                        "--threshold", "token_share_pp=2"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert {p.name for p in out.iterdir()} == {"dashboard.html", "dashboard.md", "dashboard.json"}
+    import json
+
+    assert json.loads((out / "dashboard.json").read_text())["thresholds"]["token_share_pp"] == 2
