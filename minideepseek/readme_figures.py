@@ -196,7 +196,21 @@ def withdrawal(r: Reports) -> str:
     return "\n\n".join(out) + "\n"
 
 
-BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times": stage_times, "withdraw": withdrawal}
+def dashboard(r: Reports) -> str:
+    """The committed dashboard's comparison (``reports/dashboard.json``, written by ``report.py compare``):
+    which runs, and every drift flag it raised."""
+    d = Reports(r.dir.parent)
+    runs = [x["name"] for x in d.get("dashboard", "runs")]
+    flags = d.get("dashboard", "flags")
+    if len(runs) != 2 or flags is None:
+        return f"`reports/dashboard.json` shows one run ({', '.join(runs)}): no comparison to report.\n"
+    head = (f"Measured (`reports/dashboard.md`, `reports/dashboard.png`): `{runs[0]}` vs `{runs[1]}`, "
+            f"{len(flags)} drift flag(s) at the thresholds recorded there:\n")
+    return head + "".join(f"- {f['where']}: {f['detail']} (`{f['rule']}`)\n" for f in flags)
+
+
+BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times": stage_times, "withdraw": withdrawal,
+                                               "dashboard": dashboard}
 
 
 def render(readme: str, reports: Reports) -> str:
