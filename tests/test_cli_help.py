@@ -152,3 +152,96 @@ def test_report_compare_takes_out_after_the_runs(tmp_path: Path) -> None:
     import json
 
     assert json.loads((out / "dashboard.json").read_text())["thresholds"]["token_share_pp"] == 2
+
+
+PIPELINE_STAGES = ("mix_sampler", "cross_source_dedup", "train_tokenizer", "pack_shuffle", "smoke_train")
+
+
+def _commands(text: str) -> list[list[str]]:
+    """Shell lines of ``text`` (continuations joined, comments cut, leading VAR=value dropped)."""
+    out = []
+    for line in re.sub(r"\\\n\s*", " ", text).splitlines():
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:  # prose with an unbalanced quote
+            continue
+        while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+            words = words[1:]
+        if words:
+            out.append(words)
+    return out
+
+
+def _check_script_call(script: str, argv: list[str]) -> None:
+    mod = _load(script)
+    argv = ["0" * 64 if w.startswith("$(") else w for w in argv]
+    if script == "report.py":
+        from minideepseek.dashboard.drift import Thresholds
+
+        Thresholds.parse(mod.parse_args(argv).threshold)
+        return
+    args = mod.build_parser().parse_args(argv)
+    from minideepseek.runconfig import load_stage_config
+
+    modname, cls = STAGE_CONFIGS[script]
+    load_stage_config(getattr(importlib.import_module(modname), cls), args.config, args.overrides, quiet=True)
+    if script == "withdraw.py":
+        from minideepseek.withdraw.tickets import SELECTOR_KINDS, Selector
+
+        for kind in SELECTOR_KINDS:
+            for v in getattr(args, kind) or []:
+                Selector(kind, v)
+
+
+def _check_pipeline_call(argv: list[str]) -> None:
+    """run_pipeline.sh's own argument loop, in Python: stage names, executor, and every stage's config."""
+    from minideepseek.runconfig import load_stage_config
+
+    withdraw = bool(argv) and argv[0] == "withdraw"
+    rest, config, sets, extra = argv[1:] if withdraw else argv, "configs/demo.yaml", [], []
+    i = 0
+    while i < len(rest):
+        w = rest[i]
+        if w in ("--config", "--from", "--only", "--set", "--executor", "--ray-address"):
+            v = rest[i + 1]
+            if w == "--config":
+                config = v
+            elif w == "--set":
+                sets.append(v)
+            elif w in ("--from", "--only"):
+                assert v in PIPELINE_STAGES, f"run_pipeline.sh {argv}: unknown stage {v}"
+            elif w == "--executor":
+                assert v in ("local", "ray"), argv
+            i += 2
+        elif w in ("--force", "-h", "--help"):
+            i += 1
+        else:
+            assert withdraw, f"run_pipeline.sh {argv}: unknown argument {w}"
+            extra.append(w)
+            i += 1
+    for script in ("mix_sampler.py", "cross_source_dedup.py", "train_tokenizer.py", "pack_shuffle.py",
+                   "smoke_train.py"):
+        modname, cls = STAGE_CONFIGS[script]
+        load_stage_config(getattr(importlib.import_module(modname), cls), config, sets, quiet=True)
+    if withdraw:
+        _check_script_call("withdraw.py", extra + ["--config", config] + [x for s in sets for x in ("--set", s)])
+
+
+def test_readme_and_pipeline_usage_examples_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command in the README's code blocks and run_pipeline.sh's usage that runs a stage script or
+    the pipeline parses, and its --config/--set load into every stage config it reaches."""
+    monkeypatch.chdir(ROOT)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = "\n".join(re.findall(r"```bash\n(.*?)```", readme, re.S))
+    usage = "\n".join(line[1:] for line in (ROOT / "run_pipeline.sh").read_text().splitlines()[1:14]
+                      if line.startswith("#"))
+    usage = re.sub(r"\[(--[^\]]*)\]", r"\1", usage)  # usage notation: [--opt VALUE] is an optional part
+    seen = 0
+    for words in _commands(blocks + "\n" + usage):
+        if words[:2] == ["bash", "run_pipeline.sh"]:
+            _check_pipeline_call(words[2:])
+            seen += 1
+        elif len(words) > 1 and Path(words[0]).name == "python" and words[1] in SCRIPTS and "--help" not in words:
+            _check_script_call(words[1], words[2:])
+            seen += 1
+    assert seen >= 20, f"only {seen} commands found in README code blocks and run_pipeline.sh usage"
