@@ -112,6 +112,8 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
     for i, row in enumerate(iter_dataset_rows(src, columns=["text"])):
         if i in held_idx:
             heldout[held_idx[i]].append(row["text"])
+    log.info("%s: evaluating on %s held-out docs (ours%s) ...", STAGE, f"{len(held_idx):,}",
+             " vs DeepSeek-V3 and Qwen2.5" if tc.eval_reference else "")
     cands = [ours(tok)]
     if tc.eval_reference:
         cands.append(deepseek())
