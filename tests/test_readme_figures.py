@@ -104,3 +104,20 @@ def test_summary_has_smoke_train_figures_and_no_raw_dicts(tmp_path: Path) -> Non
     assert f"loss {st['loss']['first']:.3f} -> {st['loss']['last']:.3f}" in line
     assert ("PASS" if st["criteria"]["passed"] else "FAIL") in line
     assert "None" not in md and "{'" not in md and "{\"" not in md
+
+
+def test_packing_report_names_stage1_target_unit(tmp_path: Path) -> None:
+    from minideepseek.packing.report import report_markdown
+    from minideepseek.packing.stage import stage1_target
+
+    pk = json.loads((ROOT / "reports" / "demo" / "packing_report.json").read_text())
+    docs = report_markdown({**pk, "stage1_target": {"unit": "docs", "value": 400}})
+    assert "met the recipe in documents (400 targeted)" in docs and "DeepSeek-V3 tokens" not in docs
+    toks = report_markdown({**pk, "stage1_target": {"unit": "tokens", "value": 4_000_000}})
+    assert "met the recipe in DeepSeek-V3 tokens (4,000,000 targeted)" in toks
+    assert "not recorded" in report_markdown({k: v for k, v in pk.items() if k != "stage1_target"})
+    # read from stage 1's manifest
+    raw = tmp_path / "run" / "mixed_raw"
+    raw.mkdir(parents=True)
+    (raw / "manifest.json").write_text(json.dumps({"config": {"sampler": {"target_docs": 400, "target_tokens": None}}}))
+    assert stage1_target(tmp_path / "run") == {"unit": "docs", "value": 400}
