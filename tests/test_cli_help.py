@@ -185,12 +185,19 @@ def _check_script_call(script: str, argv: list[str]) -> None:
 
     modname, cls = STAGE_CONFIGS[script]
     load_stage_config(getattr(importlib.import_module(modname), cls), args.config, args.overrides, quiet=True)
+    _own_run_name([script, *argv], args.overrides)
     if script == "withdraw.py":
         from minideepseek.withdraw.tickets import SELECTOR_KINDS, Selector
 
         for kind in SELECTOR_KINDS:
             for v in getattr(args, kind) or []:
                 Selector(kind, v)
+
+
+def _own_run_name(argv: list[str], sets: list[str]) -> None:
+    """A documented example that resizes a run must name its own run, not write over the config's."""
+    if any(x.startswith(("sampler.target_docs=", "sampler.target_tokens=")) for x in sets):
+        assert any(x.startswith("run.name=") for x in sets), f"{argv}: resizes the run without --set run.name=..."
 
 
 def _check_pipeline_call(argv: list[str]) -> None:
@@ -219,6 +226,7 @@ def _check_pipeline_call(argv: list[str]) -> None:
             assert withdraw, f"run_pipeline.sh {argv}: unknown argument {w}"
             extra.append(w)
             i += 1
+    _own_run_name(argv, sets)
     for script in ("mix_sampler.py", "cross_source_dedup.py", "train_tokenizer.py", "pack_shuffle.py",
                    "smoke_train.py"):
         modname, cls = STAGE_CONFIGS[script]
