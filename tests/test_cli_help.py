@@ -209,7 +209,7 @@ def _check_pipeline_call(argv: list[str]) -> None:
     i = 0
     while i < len(rest):
         w = rest[i]
-        if w in ("--config", "--from", "--only", "--set", "--executor", "--ray-address"):
+        if w in ("--config", "--from", "--only", "--set", "--executor", "--ray-address", "--log-level"):
             v = rest[i + 1]
             if w == "--config":
                 config = v
@@ -219,6 +219,8 @@ def _check_pipeline_call(argv: list[str]) -> None:
                 assert v in PIPELINE_STAGES, f"run_pipeline.sh {argv}: unknown stage {v}"
             elif w == "--executor":
                 assert v in ("local", "ray"), argv
+            elif w == "--log-level":
+                assert v.upper() in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), argv
             i += 2
         elif w in ("--force", "-h", "--help"):
             i += 1
