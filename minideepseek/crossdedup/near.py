@@ -1,6 +1,9 @@
 """Near-duplicate detection for stage 2, in datatrove's four phases on one machine:
-signatures (process pool over batches) -> band buckets (sorted keys per band) -> clusters
-(union-find over verified candidate pairs) -> filter (done by the stage with the keep policy).
+signatures (process pool over batches) -> band buckets (sorted keys per band) -> verified edges
+(candidate pairs with Jaccard >= threshold; union-find components for the report) -> filter (done
+by the stage with the keep policy, :mod:`.keep`). After the filter, :meth:`NearDedup.residual`
+checks the survivors: no verified edge between two kept documents, and a sample of kept pairs that
+share a bucket under a looser banding, to estimate the near duplicates the banding itself misses.
 
 Only the uint32 signature matrix (num_perm x 4 bytes per document) and the band keys stay in
 memory; texts are streamed for signatures and fetched again (memory-mapped) only for the
@@ -22,10 +25,13 @@ from tqdm import tqdm
 from ..arrow_io import iter_dataset_rows
 from ..dedup import (
     band_keys,
+    banding_summary,
     candidate_pairs,
     estimated_jaccard,
     exact_jaccard,
     lsh_params,
+    recall_params,
+    s_curve,
     shingle_hashes,
     signatures_for_texts,
 )
@@ -40,14 +46,28 @@ def _sig_batch(args: tuple[list[str], str, int, int, int, str]) -> np.ndarray:
     return signatures_for_texts(texts, kind, n, num_perm, seed, base_hash)
 
 
+def banding(cfg: DedupConfig) -> tuple[int, int]:
+    """(bands, rows): explicit, or chosen for recall at the threshold, or datasketch's optimum."""
+    if cfg.bands is not None and cfg.rows is not None:
+        return cfg.bands, cfg.rows
+    if cfg.banding == "recall":
+        return recall_params(cfg.threshold, cfg.num_perm, cfg.min_recall)
+    return lsh_params(cfg.threshold, cfg.num_perm)
+
+
+def loose_banding(cfg: DedupConfig, b: int, r: int) -> tuple[int, int]:
+    """A banding with fewer rows that proposes pairs ~0.1 below the threshold (same min_recall),
+    for the residual sample: the kept pairs it finds at or above the threshold are exactly the
+    near duplicates the stage's banding missed (or that hid in a giant bucket's star)."""
+    lb, lr = recall_params(max(0.05, cfg.threshold - 0.1), cfg.num_perm, cfg.min_recall)
+    return (lb, lr) if lr < r else (cfg.num_perm // max(1, r - 1), max(1, r - 1))
+
+
 class NearDedup:
     def __init__(self, cfg: DedupConfig, pool: ProcessPoolExecutor | None) -> None:
         self.cfg = cfg
         self.pool = pool
-        if cfg.bands is not None and cfg.rows is not None:
-            self.b, self.r = cfg.bands, cfg.rows
-        else:
-            self.b, self.r = lsh_params(cfg.threshold, cfg.num_perm)
+        self.b, self.r = banding(cfg)
         self.doc_index: np.ndarray = np.empty(0, dtype=np.int64)  # row in sigs -> doc index
         self.sigs: np.ndarray | None = None
         self._ds: datasets.Dataset | None = None
@@ -117,8 +137,13 @@ class NearDedup:
         """Clusters (doc indices, largest first) and the report's figures from the verified edges."""
         clusters = [[int(self.doc_index[m]) for m in members] for members in uf.clusters().values()]
         clusters.sort(key=lambda c: (-len(c), c[0]))
+        c = self.cfg
         info = {
             "bands": self.b, "rows": self.r,
+            "banding": {"chosen_by": "explicit bands/rows" if c.bands is not None else
+                        (f"recall: P(candidate | J={c.threshold}) >= {c.min_recall}, fewest candidates below"
+                         if c.banding == "recall" else "datasketch MinHashLSH optimum (equal fp/fn weights)"),
+                        **banding_summary(c.threshold, self.b, self.r)},
             "candidate_pairs": int(len(pairs)),
             "verified_pairs": len(verified),
             "rejected_candidates": int(len(pairs)) - len(verified),
@@ -129,6 +154,92 @@ class NearDedup:
         log.info("near dedup: b=%d r=%d, %s candidate pairs, %s verified, %s clusters", self.b, self.r,
                  f"{len(pairs):,}", f"{len(verified):,}", f"{len(clusters):,}")
         return clusters, info
+
+    def _sig_columns(self, c0: int, c1: int) -> np.ndarray:
+        """Columns [c0, c1) of the signature matrix, all rows (one looser band at a time)."""
+        assert self.sigs is not None
+        return np.ascontiguousarray(self.sigs[:, c0:c1])
+
+    def _loose_runs(self, rows: np.ndarray, i: int, lr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Loose band i over the kept `rows`: sort order, start and size of every bucket of >= 2."""
+        col = band_keys(self._sig_columns(i * lr, (i + 1) * lr), 1, lr)[rows, 0]
+        order = np.argsort(col, kind="stable")
+        sc = col[order]
+        brk = np.flatnonzero(sc[1:] != sc[:-1]) + 1
+        starts = np.concatenate(([0], brk))
+        sizes = np.diff(np.concatenate((starts, [len(sc)])))
+        keep = sizes >= 2
+        return order, starts[keep], sizes[keep]
+
+    def _loose_shared(self, ra: int, rb: int, lb: int, lr: int) -> int:
+        """How many loose bands rows ra and rb share (>= 1 for a pair drawn from a loose bucket)."""
+        assert self.sigs is not None
+        two = np.asarray(self.sigs[np.array([ra, rb])])
+        k = band_keys(two, lb, lr)
+        return max(1, int((k[0] == k[1]).sum()))
+
+    def residual(self, kept_docs: set[int], edges: list[tuple[int, int, float]], seed: int) -> dict[str, Any]:
+        """The survivors' check: verified edges between kept documents (0 expected), and an estimate
+        of the near duplicates left among them.
+
+        The estimate samples kept pairs uniformly from the buckets of a looser banding (pairs weighted
+        by how many of its bands they share, so nothing is enumerated: a giant bucket costs nothing),
+        computes their exact Jaccard, and weights each pair by 1/(bands it shares) (Horvitz-Thompson):
+        the estimated number of distinct kept pairs >= threshold that share a looser bucket.
+        """
+        c = self.cfg
+        both_kept = sum(1 for a, b, _ in edges if a in kept_docs and b in kept_docs)
+        out: dict[str, Any] = {"kept_docs": len(kept_docs), "verified_edges_between_kept": both_kept}
+        if c.residual_sample == 0 or self.sigs is None or len(kept_docs) < 2:
+            return out
+        rows = np.array(sorted(self._pos[d] for d in kept_docs if d in self._pos), dtype=np.int64)
+        lb, lr = loose_banding(c, self.b, self.r)
+        weights = []
+        for i in range(lb):  # pass 1: bucket-pair totals per band (one band's keys in memory at a time)
+            _, _, sizes = self._loose_runs(rows, i, lr)
+            weights.append(float((sizes * (sizes - 1) // 2).sum()))
+        total = sum(weights)
+        rng = np.random.default_rng([seed, 14])
+        out.update({"loose_bands": lb, "loose_rows": lr,
+                    "loose_p_at": {f"{j:.2f}": round(float(s_curve(j, lb, lr)), 4)
+                                   for j in (c.threshold - 0.2, c.threshold - 0.1, c.threshold)},
+                    "loose_bucket_pairs": int(total)})
+        if total == 0:
+            out.update({"sampled": 0, "sampled_at_or_above_threshold": 0, "estimated_missed_near_dups": 0.0,
+                        "found": []})
+            return out
+        per_band = rng.multinomial(c.residual_sample, np.array(weights) / total)
+        picked: list[tuple[int, int]] = []
+        for i in range(lb):  # pass 2: the band's share of the sample, uniform over its bucket pairs
+            k = int(per_band[i])
+            if k == 0:
+                continue
+            order, starts, sizes = self._loose_runs(rows, i, lr)
+            w = (sizes * (sizes - 1) // 2).astype(np.float64)
+            bk = rng.choice(len(sizes), size=k, p=w / w.sum())
+            for st, sz in zip(starts[bk].tolist(), sizes[bk].tolist()):
+                x, y = rng.choice(sz, size=2, replace=False).tolist()
+                a, b = sorted((int(order[st + x]), int(order[st + y])))
+                picked.append((int(rows[a]), int(rows[b])))
+        found, hits_weight, ests = [], 0.0, []
+        for ra, rb in picked:
+            shared = self._loose_shared(ra, rb, lb, lr)
+            j = self._exact(ra, rb)
+            ests.append(j)
+            if j >= c.threshold:
+                hits_weight += 1.0 / shared
+                found.append((int(self.doc_index[ra]), int(self.doc_index[rb]), round(j, 4)))
+        estimate = total * hits_weight / len(picked)
+        out.update({"sampled": len(picked), "sampled_at_or_above_threshold": len(found),
+                    "sampled_jaccard_p50": round(float(np.median(ests)), 4),
+                    "estimated_missed_near_dups": round(estimate, 1),
+                    # zero hits: a 95% upper bound by the rule of three (3 / n of the bucket pairs)
+                    "upper_95_if_none_found": round(3 * total / len(picked), 1) if not found else None,
+                    "found": sorted(set(found))[:20]})
+        log.info("residual: %d verified edges between kept docs; %d of %d sampled looser-banding (%dx%d) kept pairs "
+                 ">= %.2f: estimated %.1f near dups still among the %s kept docs", both_kept, len(found), len(picked),
+                 lb, lr, c.threshold, estimate, f"{len(kept_docs):,}")
+        return out
 
     def close(self) -> None:
         """Release work files (the local engine keeps everything in memory: nothing to do)."""

@@ -181,5 +181,11 @@ class RayNearDedup(NearDedup):
                     verified.append((a, b, j, est))
         return self._finish(uf, pairs, verified)
 
+    def _sig_columns(self, c0: int, c1: int) -> np.ndarray:
+        """Columns [c0, c1) of every block file (memory-mapped): n x (c1 - c0) uint32 on the driver."""
+        files = self.sigs.files  # type: ignore[union-attr]
+        parts = [np.asarray(np.load(f, mmap_mode="r")[:, c0:c1]) for f in files]
+        return np.ascontiguousarray(np.concatenate(parts)) if parts else np.empty((0, c1 - c0), np.uint32)
+
     def close(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)
