@@ -261,7 +261,10 @@ def contamination_markdown(c: dict[str, Any]) -> str:
         lines.append(f"| {b} | {info['items']:,} | {info['ngrams']:,} | {c['per_benchmark'].get(b, 0):,} |")
     lines += ["", f"Documents hit: {c['docs_hit']:,}.", ""]
     if c["listing"]:
-        lines += ["| doc | source | benchmark | item | matched n-grams | first match |", "|---|---|---|---|---:|---|"]
-        lines += [f"| `{h['doc_id']}` | {h['source']} | {h['benchmark']} | {h['item_id']} | {h['matches']} | {h['ngram']} |"
-                  for h in c["listing"]]
+        lines += ["Per document, the best-matching item (most shared n-grams) is named; `share` is the part of that "
+                  "item's n-grams found in the document; `items hit` counts every item with a hit.", "",
+                  "| doc | source | benchmark | best item | matched n-grams | share of item | items hit | first match |",
+                  "|---|---|---|---|---:|---:|---:|---|"]
+        lines += [f"| `{h['doc_id']}` | {h['source']} | {h['benchmark']} | {h['item_id']} | {h['matches']} | "
+                  f"{100 * h.get('share', 0.0):.1f}% | {h.get('items_hit', 1)} | {h['ngram']} |" for h in c["listing"]]
     return "\n".join(lines) + "\n"

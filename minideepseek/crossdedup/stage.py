@@ -164,6 +164,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
 
     # 3. decontamination of what is left
     hits_all = []
+    best_hits: list[dict[str, Any]] = []  # per document hit: its best item, and how many items it hit
     if cfg.decontam.enabled:
         index = ContaminationIndex(cfg.decontam)
         rows = iter_dataset_rows(src_dir, columns=["id", "source", "text"])
@@ -174,10 +175,12 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
             hits = index.scan(row["id"], row["source"], row["text"])
             if hits:
                 hits_all.extend(hits)
+                best_hits.append({**hits[0].__dict__, "items_hit": len(hits)})
                 if cfg.decontam.action == "remove":
-                    h = hits[0]
+                    h = hits[0]  # the best match: most shared n-grams (scan orders hits best first)
                     removed[i] = {"reason": "contamination", "benchmark": h.benchmark, "item": h.item_id,
-                                  "ngram": h.ngram}
+                                  "matched_ngrams": h.matches, "item_share": h.share, "ngram": h.ngram,
+                                  "items_hit": len(hits)}
         contamination = {"ngram": cfg.decontam.ngram, "action": cfg.decontam.action,
                          "benchmarks": {b: {"items": index.items[b], "ngrams": index.ngrams[b]} for b in index.items}}
     else:
@@ -223,7 +226,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
                           "per_benchmark": dict(Counter(h.benchmark for h in hits_all)),
                           "per_source": dict(sorted(Counter(h.source for h in hits_all).items())),
-                          "listing": [h.__dict__ for h in hits_all[:200]]})
+                          "listing": best_hits[:200]})
     profile = profile_dataset(tmp)
     write_json_atomic(tmp / "data_profile.json", profile)
     write_text_atomic(tmp / "data_profile.md", profile_markdown(profile))
