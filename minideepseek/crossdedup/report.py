@@ -256,10 +256,10 @@ def contamination_markdown(c: dict[str, Any]) -> str:
     if c.get("enabled") is False:
         return "# Contamination report\n\nDecontamination disabled (`decontam.enabled: false`).\n"
     lines = ["# Contamination report", "", f"Word {c['ngram']}-gram overlap; action: `{c['action']}`.", "",
-             "| benchmark | items | n-grams indexed | hits |", "|---|---:|---:|---:|"]
+             "| benchmark | items | n-grams indexed | docs hit (best match) |", "|---|---:|---:|---:|"]
     for b, info in c["benchmarks"].items():
         lines.append(f"| {b} | {info['items']:,} | {info['ngrams']:,} | {c['per_benchmark'].get(b, 0):,} |")
-    lines += ["", f"Documents hit: {c['docs_hit']:,}.", ""]
+    lines += ["", f"Documents hit: {c['docs_hit']:,} ({c['hits']:,} document x item hits).", ""]
     if c["listing"]:
         lines += ["Per document, the best-matching item (most shared n-grams) is named; `share` is the part of that "
                   "item's n-grams found in the document; `items hit` counts every item with a hit.", "",

@@ -224,8 +224,9 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     if dc.near:
         nd.close()  # the Ray engine's work files live in tmp: gone before the commit lists the outputs
     contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
-                          "per_benchmark": dict(Counter(h.benchmark for h in hits_all)),
-                          "per_source": dict(sorted(Counter(h.source for h in hits_all).items())),
+                          # documents, counted once, under the benchmark of their best-matching item
+                          "per_benchmark": dict(Counter(h["benchmark"] for h in best_hits)),
+                          "per_source": dict(sorted(Counter(h["source"] for h in best_hits).items())),
                           "listing": best_hits[:200]})
     profile = profile_dataset(tmp)
     write_json_atomic(tmp / "data_profile.json", profile)
