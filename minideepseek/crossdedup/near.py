@@ -208,7 +208,8 @@ class NearDedup:
             out.update({"sampled": 0, "sampled_at_or_above_threshold": 0, "estimated_missed_near_dups": 0.0,
                         "found": []})
             return out
-        per_band = rng.multinomial(c.residual_sample, np.array(weights) / total)
+        # with replacement (bucket pairs are drawn independently); never more draws than bucket pairs
+        per_band = rng.multinomial(min(c.residual_sample, int(total)), np.array(weights) / total)
         picked: list[tuple[int, int]] = []
         for i in range(lb):  # pass 2: the band's share of the sample, uniform over its bucket pairs
             k = int(per_band[i])
