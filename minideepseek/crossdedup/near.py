@@ -73,6 +73,7 @@ class NearDedup:
         self._ds: datasets.Dataset | None = None
         self._shingles: dict[int, np.ndarray] = {}
         self._pos: dict[int, int] = {}
+        self.prefiltered = 0
 
     # phase 1: signatures
     def signatures(self, src_dir: Path, todo: list[int]) -> None:
@@ -124,8 +125,13 @@ class NearDedup:
         # pairs from a giant bucket are (star centre, member): verifying each checks every member
         # against the centre, so a cluster never grows through unverified links
         ests = estimated_jaccard(self.sigs[pairs[:, 0]], self.sigs[pairs[:, 1]]) if len(pairs) else []
+        floor = self.cfg.threshold - self.cfg.prefilter_margin
+        self.prefiltered = 0
         for (a, b), est in tqdm(zip(pairs.tolist(), np.asarray(ests).tolist()), total=len(pairs), unit="pairs",
                                 desc="verify", mininterval=2):
+            if est < floor:  # far below the threshold by the signatures: not worth reading two texts
+                self.prefiltered += 1
+                continue
             j = self._exact(a, b) if self.cfg.verify == "exact" else est
             if j >= self.cfg.threshold:
                 uf.union(a, b)
@@ -147,6 +153,9 @@ class NearDedup:
             "candidate_pairs": int(len(pairs)),
             "verified_pairs": len(verified),
             "rejected_candidates": int(len(pairs)) - len(verified),
+            # rejected on the signature estimate alone (estimate < threshold - prefilter_margin)
+            "rejected_by_estimate": int(self.prefiltered),
+            "exact_jaccard_computed": int(len(pairs)) - int(self.prefiltered) if c.verify == "exact" else 0,
             "min_verified_jaccard": round(min((j for _, _, j, _ in verified), default=1.0), 4),
             "verified_edges": [(int(self.doc_index[a]), int(self.doc_index[b]), round(j, 4), round(e, 4))
                                for a, b, j, e in verified],

@@ -236,6 +236,9 @@ def score(pairs: Sequence[Pair], rep: dict[str, Any], removed: Sequence[dict[str
         "min_removal_jaccard": min((x["jaccard"] for x in near), default=None),
         "recall_by_kind": {k: round(float(found[at & np.array([p.kind == k for p in pairs])].mean()), 4)
                            for k in kinds if (at & np.array([p.kind == k for p in pairs])).any()},
+        "recall_by_domain": {d: round(float(found[at & np.array([p.domain == d for p in pairs])].mean()), 4)
+                             for d in sorted({p.domain for p in pairs})
+                             if (at & np.array([p.domain == d for p in pairs])).any()},
         "candidate_pairs": rep["near"]["candidate_pairs"], "verified_pairs": rep["near"]["verified_pairs"],
         "rejected_candidates": rep["near"]["rejected_candidates"],
         "residual": rep["near"].get("residual"), "policy": rep["near"].get("policy"),

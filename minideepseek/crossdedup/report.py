@@ -187,7 +187,9 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
     nr = rep["near"]
     lines += ["", "## Near-duplicate clusters", "",
               f"Candidate pairs {nr.get('candidate_pairs', 0):,}, verified {nr.get('verified_pairs', 0):,}, "
-              f"rejected by verification {nr.get('rejected_candidates', 0):,}.", "",
+              f"rejected by verification {nr.get('rejected_candidates', 0):,} ({nr.get('rejected_by_estimate', 0):,} of "
+              f"them on the signature estimate alone, below threshold - prefilter_margin; exact Jaccard computed for "
+              f"{nr.get('exact_jaccard_computed', 0):,}).", "",
               "| cluster size | clusters |", "|---|---:|"]
     lines += [f"| {h['size']} | {h['clusters']:,} |" for h in rep["cluster_size_histogram"]]
     bd = nr.get("banding")
