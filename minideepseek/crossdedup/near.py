@@ -124,7 +124,7 @@ class NearDedup:
         verified = []
         # pairs from a giant bucket are (star centre, member): verifying each checks every member
         # against the centre, so a cluster never grows through unverified links
-        ests = estimated_jaccard(self.sigs[pairs[:, 0]], self.sigs[pairs[:, 1]]) if len(pairs) else []
+        ests = self._estimates(pairs)
         floor = self.cfg.threshold - self.cfg.prefilter_margin
         self.prefiltered = 0
         for (a, b), est in tqdm(zip(pairs.tolist(), np.asarray(ests).tolist()), total=len(pairs), unit="pairs",
@@ -164,6 +164,17 @@ class NearDedup:
                  f"{len(pairs):,}", f"{len(verified):,}", f"{len(clusters):,}")
         return clusters, info
 
+    def _estimates(self, pairs: np.ndarray) -> np.ndarray:
+        """Signature estimate of every pair, in chunks: 2 x 64K x num_perm x 4 bytes at a time (the
+        recall banding proposes millions of pairs at scale; gathering all rows at once would not fit)."""
+        assert self.sigs is not None
+        out = np.empty(len(pairs), dtype=np.float64)
+        step = 1 << 16
+        for s0 in range(0, len(pairs), step):
+            p = pairs[s0:s0 + step]
+            out[s0:s0 + step] = estimated_jaccard(self.sigs[p[:, 0]], self.sigs[p[:, 1]])
+        return out
+
     def _sig_columns(self, c0: int, c1: int) -> np.ndarray:
         """Columns [c0, c1) of the signature matrix, all rows (one looser band at a time)."""
         assert self.sigs is not None
@@ -191,10 +202,11 @@ class NearDedup:
         """The survivors' check: verified edges between kept documents (0 expected), and an estimate
         of the near duplicates left among them.
 
-        The estimate samples kept pairs uniformly from the buckets of a looser banding (pairs weighted
-        by how many of its bands they share, so nothing is enumerated: a giant bucket costs nothing),
-        computes their exact Jaccard, and weights each pair by 1/(bands it shares) (Horvitz-Thompson):
-        the estimated number of distinct kept pairs >= threshold that share a looser bucket.
+        The estimate draws kept pairs uniformly from the bucket pairs of a looser banding (nothing is
+        enumerated: a giant bucket costs nothing), up to 100 x ``residual_sample`` draws; those whose
+        signature estimate is within ``prefilter_margin`` of the threshold (at most ``residual_sample``)
+        get an exact Jaccard. Each pair >= threshold counts 1/(loose bands it shares), Horvitz-Thompson,
+        so the estimate is of distinct kept pairs >= threshold that share a looser bucket.
         """
         c = self.cfg
         both_kept = sum(1 for a, b, _ in edges if a in kept_docs and b in kept_docs)
@@ -214,41 +226,52 @@ class NearDedup:
                                    for j in (c.threshold - 0.2, c.threshold - 0.1, c.threshold)},
                     "loose_bucket_pairs": int(total)})
         if total == 0:
-            out.update({"sampled": 0, "sampled_at_or_above_threshold": 0, "estimated_missed_near_dups": 0.0,
-                        "found": []})
+            out.update({"drawn": 0, "within_margin": 0, "exact_checked": 0, "exact_at_or_above_threshold": 0,
+                        "estimated_missed_near_dups": 0.0, "upper_95_if_none_found": None, "found": []})
             return out
         # with replacement (bucket pairs are drawn independently); never more draws than bucket pairs
-        per_band = rng.multinomial(min(c.residual_sample, int(total)), np.array(weights) / total)
-        picked: list[tuple[int, int]] = []
-        for i in range(lb):  # pass 2: the band's share of the sample, uniform over its bucket pairs
+        # draw many kept bucket pairs (with replacement, each bucket pair equally likely), screen them by
+        # their signature estimate (a vector compare), and compute the exact Jaccard only for those
+        # within prefilter_margin of the threshold (at most residual_sample of them)
+        draws = min(100 * c.residual_sample, int(total))
+        per_band = rng.multinomial(draws, np.array(weights) / total)
+        picked = []
+        for i in range(lb):  # pass 2: the band's share of the draws, uniform over its bucket pairs
             k = int(per_band[i])
             if k == 0:
                 continue
             order, starts, sizes = self._loose_runs(rows, i, lr)
             w = (sizes * (sizes - 1) // 2).astype(np.float64)
             bk = rng.choice(len(sizes), size=k, p=w / w.sum())
-            for st, sz in zip(starts[bk].tolist(), sizes[bk].tolist()):
-                x, y = rng.choice(sz, size=2, replace=False).tolist()
-                a, b = sorted((int(order[st + x]), int(order[st + y])))
-                picked.append((int(rows[a]), int(rows[b])))
-        found, hits_weight, ests = [], 0.0, []
-        for ra, rb in picked:
-            shared = self._loose_shared(ra, rb, lb, lr)
+            st, sz = starts[bk], sizes[bk]
+            x = rng.integers(0, sz)
+            y = rng.integers(0, sz - 1)
+            y = y + (y >= x)  # two distinct members of the bucket
+            a_, b_ = order[st + x], order[st + y]
+            picked.append(np.stack((rows[np.minimum(a_, b_)], rows[np.maximum(a_, b_)]), axis=1))
+        drawn = np.concatenate(picked)
+        est = self._estimates(drawn)
+        live = np.flatnonzero(est >= c.threshold - c.prefilter_margin)
+        checked = live if len(live) <= c.residual_sample else np.sort(rng.choice(live, c.residual_sample, replace=False))
+        found, hits_weight = [], 0.0
+        for ra, rb in drawn[checked].tolist():
             j = self._exact(ra, rb)
-            ests.append(j)
             if j >= c.threshold:
-                hits_weight += 1.0 / shared
+                hits_weight += 1.0 / self._loose_shared(ra, rb, lb, lr)
                 found.append((int(self.doc_index[ra]), int(self.doc_index[rb]), round(j, 4)))
-        estimate = total * hits_weight / len(picked)
-        out.update({"sampled": len(picked), "sampled_at_or_above_threshold": len(found),
-                    "sampled_jaccard_p50": round(float(np.median(ests)), 4),
+        scale = len(live) / len(checked) if len(checked) else 0.0
+        estimate = total / len(drawn) * hits_weight * scale
+        out.update({"drawn": len(drawn), "drawn_jaccard_estimate_p50": round(float(np.median(est)), 4),
+                    "within_margin": int(len(live)), "exact_checked": int(len(checked)),
+                    "exact_at_or_above_threshold": len(found),
                     "estimated_missed_near_dups": round(estimate, 1),
-                    # zero hits: a 95% upper bound by the rule of three (3 / n of the bucket pairs)
-                    "upper_95_if_none_found": round(3 * total / len(picked), 1) if not found else None,
+                    # zero hits: a 95% upper bound by the rule of three over the draws
+                    "upper_95_if_none_found": round(3 * total / len(drawn), 1) if not found else None,
                     "found": sorted(set(found))[:20]})
-        log.info("residual: %d verified edges between kept docs; %d of %d sampled looser-banding (%dx%d) kept pairs "
-                 ">= %.2f: estimated %.1f near dups still among the %s kept docs", both_kept, len(found), len(picked),
-                 lb, lr, c.threshold, estimate, f"{len(kept_docs):,}")
+        log.info("residual: %d verified edges between kept docs; looser banding %dx%d: %s kept bucket pairs, %s drawn, "
+                 "%d within the margin, %d of %d checked >= %.2f: estimated %.1f near dups still among the %s kept docs",
+                 both_kept, lb, lr, f"{int(total):,}", f"{len(drawn):,}", len(live), len(found), len(checked),
+                 c.threshold, estimate, f"{len(kept_docs):,}")
         return out
 
     def close(self) -> None:

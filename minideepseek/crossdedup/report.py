@@ -213,14 +213,16 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
         lines += ["", "## Residual check (kept documents)", "",
                   f"Verified near-duplicate edges between kept documents: **{res['verified_edges_between_kept']}** "
                   f"(0 expected) among {res['kept_docs']:,} kept documents that went through near dedup."]
-        if "sampled" in res:
+        if "drawn" in res:
             lo = ", ".join(f"P({k}) = {v:.3f}" for k, v in res["loose_p_at"].items())
             bound = (f"; none found, so at most ~{res['upper_95_if_none_found']:,} (95%)"
                      if res.get("upper_95_if_none_found") is not None else "")
             lines += ["", f"Looser banding {res['loose_bands']} x {res['loose_rows']} ({lo}): "
-                      f"{res['loose_bucket_pairs']:,} kept pairs share a bucket; {res['sampled']:,} sampled, "
-                      f"{res['sampled_at_or_above_threshold']} at or above the threshold (exact Jaccard). Estimated "
-                      f"near duplicates the banding missed: **{res['estimated_missed_near_dups']:,}**{bound}."]
+                      f"{res['loose_bucket_pairs']:,} kept pairs share a bucket; {res['drawn']:,} drawn at random, "
+                      f"{res['within_margin']:,} with a signature estimate within the prefilter margin of the "
+                      f"threshold, {res['exact_checked']:,} checked by exact Jaccard, "
+                      f"{res['exact_at_or_above_threshold']} at or above the threshold. Estimated near duplicates "
+                      f"the banding missed: **{res['estimated_missed_near_dups']:,}**{bound}."]
             lines += [f"- `{a}` ~ `{b}`: J = {j}" for a, b, j in res.get("found", [])[:10]]
     if rep["giant_clusters"]:
         lines += ["", f"**Giant clusters** (> max_cluster_size): {len(rep['giant_clusters'])}"]
