@@ -145,9 +145,11 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
                                                    if (min(d, k), max(d, k)) not in edge_set),
         }
         if dc.cluster == "greedy":
-            for i, (k, j) in greedy.items():
-                # exact verification: the edge's Jaccard is exact; estimated: compute the exact one
-                jac = round(j, 4) if dc.verify == "exact" else nd.pair_jaccard(i, k)
+            # exact verification: the edge's Jaccard is exact; estimated: compute the exact one (in bulk)
+            gl = sorted(greedy.items())
+            jacs = ([round(j, 4) for _, (_, j) in gl] if dc.verify == "exact"
+                    else nd.pair_jaccards(src_dir, [(i, k) for i, (k, _) in gl]))
+            for (i, (k, _)), jac in zip(gl, jacs):
                 removed[i] = {"reason": "near", "kept": ids[k], "kept_source": srcs[k], "jaccard": jac}
         else:
             for i, k in transitive.items():
