@@ -56,3 +56,12 @@ def test_residual_check_estimates_what_a_strict_banding_misses(planted, tmp_path
     # genuine near duplicates of each other: those count too)
     assert sum(a[:-1] == b[:-1] for a, b, _ in res["found"]) >= len(res["found"]) - 2
     assert 0.5 * missed <= res["estimated_missed_near_dups"] <= 2 * missed
+
+
+def test_transitive_policy_removes_at_least_as_much_and_names_its_survivor(planted, tmp_path):
+    pairs, _ = planted
+    rep, removed = run_stage(pairs, tmp_path, {"cluster": "transitive", "verify": "estimated"})
+    pol = rep["near"]["policy"]
+    assert pol["cluster"] == "transitive" and pol["transitive_removes"] >= pol["greedy_removes"]
+    assert len([x for x in removed if x["reason"] == "near"]) == pol["transitive_removes"]
+    assert all(0 < x["jaccard"] <= 1 for x in removed)

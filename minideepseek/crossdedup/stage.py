@@ -152,9 +152,9 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
             for (i, (k, _)), jac in zip(gl, jacs):
                 removed[i] = {"reason": "near", "kept": ids[k], "kept_source": srcs[k], "jaccard": jac}
         else:
-            for i, k in transitive.items():
-                removed[i] = {"reason": "near", "kept": ids[k], "kept_source": srcs[k],
-                              "jaccard": nd.pair_jaccard(i, k)}
+            tl = sorted(transitive.items())  # survivor may be no verified neighbour: compute J (in bulk)
+            for (i, k), jac in zip(tl, nd.pair_jaccards(src_dir, tl)):
+                removed[i] = {"reason": "near", "kept": ids[k], "kept_source": srcs[k], "jaccard": jac}
         near_info["clusters"] = [sorted(c) for c in clusters]
         kept_near = {i for i in todo if i not in removed}
         near_info["residual"] = res = nd.residual(kept_near, edges, cfg.run.seed)
