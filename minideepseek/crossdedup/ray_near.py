@@ -121,14 +121,20 @@ def _verify_task(args: tuple) -> tuple[np.ndarray, np.ndarray]:
     est = np.asarray(estimated_jaccard(sigs.take(pairs[:, 0]), sigs.take(pairs[:, 1])), dtype=np.float64)
     if c["verify"] != "exact":
         return est, est
-    rows = np.unique(pairs.ravel())
+    # as the local engine: a pair whose estimate is below threshold - prefilter_margin gets j = -1
+    # (rejected without reading its texts)
+    live = est >= c["threshold"] - c["prefilter_margin"]
+    j = np.full(len(pairs), -1.0, dtype=np.float64)
+    if not live.any():
+        return j, est
+    rows = np.unique(pairs[live].ravel())
     docs = MappedArrow([Path(s) for s in shards], "stream", columns=["text"])
     try:
         texts = docs.take(doc_of_row[rows]).column("text").to_pylist()
     finally:
         docs.close()
     sets = {int(r): shingle_hashes(t, c["shingle"], c["ngram"], c["base_hash"]) for r, t in zip(rows, texts)}
-    j = np.array([float(exact_jaccard(sets[int(a)], sets[int(b)])) for a, b in pairs], dtype=np.float64)
+    j[live] = [float(exact_jaccard(sets[int(a)], sets[int(b)])) for a, b in pairs[live]]
     return j, est
 
 
@@ -142,7 +148,8 @@ class RayNearDedup(NearDedup):
         self.shards = [str(s) for s in shards]
         self.stats: dict[str, Any] = {}
         self._params = {"shingle": cfg.shingle, "ngram": cfg.ngram, "num_perm": cfg.num_perm, "seed": cfg.seed,
-                        "base_hash": cfg.base_hash, "verify": cfg.verify, "batch_size": cfg.batch_size}
+                        "base_hash": cfg.base_hash, "verify": cfg.verify, "batch_size": cfg.batch_size,
+                        "threshold": cfg.threshold, "prefilter_margin": cfg.prefilter_margin}
 
     def signatures(self, src_dir: Path, todo: list[int]) -> None:
         self.doc_index = np.array(sorted(set(todo)), dtype=np.int64)
@@ -174,12 +181,22 @@ class RayNearDedup(NearDedup):
         uf = UnionFind(n)
         results = self.ex.map(_verify_task, ((ch, self.doc_index, sig_files, self._rows, self._params, self.shards)
                                              for ch in chunks))
+        floor = self.cfg.threshold - self.cfg.prefilter_margin
         for ch, (js, ests) in zip(chunks, results):
+            self.prefiltered += int((np.asarray(ests) < floor).sum())
             for (a, b), j, est in zip(ch.tolist(), js.tolist(), ests.tolist()):
+                if est < floor:
+                    continue
                 if j >= self.cfg.threshold:
                     uf.union(a, b)
                     verified.append((a, b, j, est))
         return self._finish(uf, pairs, verified)
+
+    def _sig_columns(self, c0: int, c1: int) -> np.ndarray:
+        """Columns [c0, c1) of every block file (memory-mapped): n x (c1 - c0) uint32 on the driver."""
+        files = self.sigs.files  # type: ignore[union-attr]
+        parts = [np.asarray(np.load(f, mmap_mode="r")[:, c0:c1]) for f in files]
+        return np.ascontiguousarray(np.concatenate(parts)) if parts else np.empty((0, c1 - c0), np.uint32)
 
     def close(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)

@@ -136,6 +136,7 @@ def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[
         "params": {"exact": dc.exact, "near": dc.near, "shingle": dc.shingle, "ngram": dc.ngram,
                    "num_perm": dc.num_perm, "base_hash": dc.base_hash, "threshold": dc.threshold, "bands": near.get("bands"),
                    "rows": near.get("rows"), "permutation_seed": dc.seed, "verify": dc.verify,
+                   "banding": dc.banding, "min_recall": dc.min_recall, "cluster": dc.cluster,
                    "keep_policy": "source priority, then longest, then smallest id",
                    "source_priority": list(dc.source_priority) or "recipe order"},
         "docs_in": n,
@@ -169,7 +170,7 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
         f"Shingles: {p['shingle']} {p['ngram']}-grams; MinHash num_perm={p['num_perm']} "
         f"(permutation seed {p['permutation_seed']}); LSH bands x rows = {p['bands']} x {p['rows']} "
         f"(threshold {p['threshold']}); verify: {p['verify']} Jaccard >= threshold; "
-        f"keep: {p['keep_policy']} ({p['source_priority']}).", "",
+        f"keep order: {p['keep_policy']} ({p['source_priority']}); near-duplicate policy: `{p['cluster']}`.", "",
         f"Documents: {rep['docs_in']:,} in, {rep['docs_out']:,} out; removed: "
         + ", ".join(f"{k} {v:,}" for k, v in rep["removed"].items()) + f" (rate {100 * rep['rate']:.2f}%, "
         f"duplicates {100 * rep['dup_rate']:.2f}%). Wall {rep['wall_s']} s (the whole stage"
@@ -189,9 +190,43 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
     nr = rep["near"]
     lines += ["", "## Near-duplicate clusters", "",
               f"Candidate pairs {nr.get('candidate_pairs', 0):,}, verified {nr.get('verified_pairs', 0):,}, "
-              f"rejected by verification {nr.get('rejected_candidates', 0):,}.", "",
+              f"rejected by verification {nr.get('rejected_candidates', 0):,} ({nr.get('rejected_by_estimate', 0):,} of "
+              f"them on the signature estimate alone, below threshold - prefilter_margin; exact Jaccard computed for "
+              f"{nr.get('exact_jaccard_computed', 0):,}).", "",
               "| cluster size | clusters |", "|---|---:|"]
     lines += [f"| {h['size']} | {h['clusters']:,} |" for h in rep["cluster_size_histogram"]]
+    bd = nr.get("banding")
+    if bd:
+        lines += ["", "## Banding", "", f"{bd['bands']} bands x {bd['rows']} rows, chosen by {bd['chosen_by']}. "
+                  f"P(candidate) at J = {bd['threshold']}: **{bd['p_at_threshold']:.4f}** "
+                  f"(at J + 0.02: {bd['p_at_threshold_plus_0.02']:.4f}); false-positive area below the threshold "
+                  f"{bd['false_positive_area']:.4f}. S-curve 1-(1-J^r)^b:", "",
+                  "| J | " + " | ".join(f"{x['j']:.2f}" for x in bd["s_curve"]) + " |",
+                  "|---|" + "---:|" * len(bd["s_curve"]),
+                  "| P | " + " | ".join(f"{x['p']:.3f}" for x in bd["s_curve"]) + " |"]
+    pol = nr.get("policy")
+    if pol:
+        lines += ["", "## Keep policy", "",
+                  f"Policy in use: `{pol['cluster']}`. On this run's verified edges, `greedy` removes "
+                  f"{pol['greedy_removes']:,} documents (each with a kept partner at or above the threshold), "
+                  f"`transitive` (union-find) would remove {pol['transitive_removes']:,}, "
+                  f"{pol['transitive_without_kept_partner']:,} of them without a verified edge to their survivor."]
+    res = nr.get("residual")
+    if res:
+        lines += ["", "## Residual check (kept documents)", "",
+                  f"Verified near-duplicate edges between kept documents: **{res['verified_edges_between_kept']}** "
+                  f"(0 expected) among {res['kept_docs']:,} kept documents that went through near dedup."]
+        if "drawn" in res:
+            lo = ", ".join(f"P({k}) = {v:.3f}" for k, v in res["loose_p_at"].items())
+            bound = (f"; none found, so at most ~{res['upper_95_if_none_found']:,} (95%)"
+                     if res.get("upper_95_if_none_found") is not None else "")
+            lines += ["", f"Looser banding {res['loose_bands']} x {res['loose_rows']} ({lo}): "
+                      f"{res['loose_bucket_pairs']:,} kept pairs share a bucket; {res['drawn']:,} drawn at random, "
+                      f"{res['within_margin']:,} with a signature estimate within the prefilter margin of the "
+                      f"threshold, {res['exact_checked']:,} checked by exact Jaccard, "
+                      f"{res['exact_at_or_above_threshold']} at or above the threshold. Estimated near duplicates "
+                      f"the banding missed: **{res['estimated_missed_near_dups']:,}**{bound}."]
+            lines += [f"- `{a}` ~ `{b}`: J = {j}" for a, b, j in res.get("found", [])[:10]]
     if rep["giant_clusters"]:
         lines += ["", f"**Giant clusters** (> max_cluster_size): {len(rep['giant_clusters'])}"]
         lines += [f"- size {g['size']:,}: {g['sources']} e.g. {g['kept_candidates'][:3]}" for g in rep["giant_clusters"]]
@@ -211,8 +246,10 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
                      f"{100 * r['share_tokens_after']:.2f}% | {r['drift_pp']:+.3f} | {r['deviation_pp']:+.3f} | "
                      f"{r['docs_before']:,} | {r['docs_after']:,} |")
     lines += ["", "## Sampled removed pairs (for manual review)", "",
-              "Jaccard is between the removed document and its cluster's kept document; it can be below the "
-              "threshold when they are linked through other members (every verified edge is >= threshold).", "",
+              ("Jaccard is between the removed document and the kept document it duplicates (greedy policy: "
+               "always >= the threshold)." if p["cluster"] == "greedy" else
+               "Jaccard is between the removed document and its cluster's kept document; it can be below the "
+               "threshold when they are linked through other members (every verified edge is >= threshold)."), "",
               "| removed | kept | reason | Jaccard | removed text | kept text |", "|---|---|---|---:|---|---|"]
     for x in rep["sampled_pairs"]:
         def clip(t: str) -> str:
@@ -226,12 +263,15 @@ def contamination_markdown(c: dict[str, Any]) -> str:
     if c.get("enabled") is False:
         return "# Contamination report\n\nDecontamination disabled (`decontam.enabled: false`).\n"
     lines = ["# Contamination report", "", f"Word {c['ngram']}-gram overlap; action: `{c['action']}`.", "",
-             "| benchmark | items | n-grams indexed | hits |", "|---|---:|---:|---:|"]
+             "| benchmark | items | n-grams indexed | docs hit (best match) |", "|---|---:|---:|---:|"]
     for b, info in c["benchmarks"].items():
         lines.append(f"| {b} | {info['items']:,} | {info['ngrams']:,} | {c['per_benchmark'].get(b, 0):,} |")
-    lines += ["", f"Documents hit: {c['docs_hit']:,}.", ""]
+    lines += ["", f"Documents hit: {c['docs_hit']:,} ({c['hits']:,} document x item hits).", ""]
     if c["listing"]:
-        lines += ["| doc | source | benchmark | item | matched n-grams | first match |", "|---|---|---|---|---:|---|"]
-        lines += [f"| `{h['doc_id']}` | {h['source']} | {h['benchmark']} | {h['item_id']} | {h['matches']} | {h['ngram']} |"
-                  for h in c["listing"]]
+        lines += ["Per document, the best-matching item (most shared n-grams) is named; `share` is the part of that "
+                  "item's n-grams found in the document; `items hit` counts every item with a hit.", "",
+                  "| doc | source | benchmark | best item | matched n-grams | share of item | items hit | first match |",
+                  "|---|---|---|---|---:|---:|---:|---|"]
+        lines += [f"| `{h['doc_id']}` | {h['source']} | {h['benchmark']} | {h['item_id']} | {h['matches']} | "
+                  f"{100 * h.get('share', 0.0):.1f}% | {h.get('items_hit', 1)} | {h['ngram']} |" for h in c["listing"]]
     return "\n".join(lines) + "\n"

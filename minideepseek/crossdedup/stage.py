@@ -4,10 +4,13 @@ sources, benchmark decontamination).
 Order of work, each step on the survivors of the previous one:
 1. exact: documents whose normalized-text hash (NFKC, casefold, whitespace) is equal;
 2. near: MinHash signatures (datasketch-equivalent, computed in a process pool) -> LSH band buckets
-   -> candidate pairs -> verified by Jaccard >= threshold -> union-find clusters;
-3. decontamination: word n-gram overlap with benchmark items.
-In every duplicate group one document survives by an explicit policy: source priority (recipe
-order unless ``dedup.source_priority`` says otherwise), then the longest text, then the smallest id.
+   (bands x rows chosen for recall at the threshold) -> candidate pairs -> verified edges (exact
+   Jaccard >= threshold) -> keep policy (:mod:`.keep`: greedy by default, so every removal has a
+   kept partner >= threshold; ``dedup.cluster: transitive`` for union-find clusters) -> residual
+   check of the survivors;
+3. decontamination: word n-gram overlap with benchmark items (the best-matching item is named).
+Keep order, in exact groups and for the near policy: source priority (recipe order unless
+``dedup.source_priority`` says otherwise), then the longest text, then the smallest id.
 Upsampled copies (ids ending ``#eK``, made by stage 1 on purpose) are not deduplicated against
 their original: they follow it (kept if it is kept, removed with it).
 """
@@ -33,6 +36,7 @@ from ..records import DOC_FEATURES, base_id
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
 from .config import DedupStageConfig
+from .keep import greedy_keep, transitive_keep
 from .near import NearDedup
 from .ray_near import RayNearDedup
 from .report import build_dedup_report, contamination_markdown, dedup_markdown, post_dedup_mix
@@ -128,18 +132,45 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
             raise ConfigError(f"{len(giant)} near-duplicate cluster(s) larger than dedup.max_cluster_size="
                               f"{dc.max_cluster_size} (largest {max(map(len, giant)):,}); inspect the dedup report, "
                               f"raise the threshold, or set dedup.giant_cluster=warn")
-        for members in clusters:
-            keep = min(members, key=lambda i: _keep_key(priority, srcs[i], n_chars[i], ids[i]))
-            for i in members:
-                if i != keep:
-                    removed[i] = {"reason": "near", "kept": ids[keep], "kept_source": srcs[keep],
-                                  "jaccard": nd.pair_jaccard(i, keep)}
+        rank = {}  # keep order over the documents that have a verified edge
+        edges = [(a, b, j) for a, b, j, _ in near_info["verified_edges"]]
+        for d in sorted({x for e in edges for x in e[:2]},
+                        key=lambda i: _keep_key(priority, srcs[i], n_chars[i], ids[i])):
+            rank[d] = len(rank)
+        greedy = greedy_keep(edges, rank)
+        transitive = transitive_keep(edges, rank)
+        edge_set = {(a, b) for a, b, _ in edges}
+        near_info["policy"] = {
+            "cluster": dc.cluster,
+            "greedy_removes": len(greedy), "transitive_removes": len(transitive),
+            # transitive removals whose survivor is not a verified (>= threshold) neighbour: chains
+            "transitive_without_kept_partner": sum(1 for d, k in transitive.items()
+                                                   if (min(d, k), max(d, k)) not in edge_set),
+        }
+        if dc.cluster == "greedy":
+            # exact verification: the edge's Jaccard is exact; estimated: compute the exact one (in bulk)
+            gl = sorted(greedy.items())
+            jacs = ([round(j, 4) for _, (_, j) in gl] if dc.verify == "exact"
+                    else nd.pair_jaccards(src_dir, [(i, k) for i, (k, _) in gl]))
+            for (i, (k, _)), jac in zip(gl, jacs):
+                removed[i] = {"reason": "near", "kept": ids[k], "kept_source": srcs[k], "jaccard": jac}
+        else:
+            tl = sorted(transitive.items())  # survivor may be no verified neighbour: compute J (in bulk)
+            for (i, k), jac in zip(tl, nd.pair_jaccards(src_dir, tl)):
+                removed[i] = {"reason": "near", "kept": ids[k], "kept_source": srcs[k], "jaccard": jac}
         near_info["clusters"] = [sorted(c) for c in clusters]
+        kept_near = {i for i in todo if i not in removed}
+        near_info["residual"] = res = nd.residual(kept_near, edges, cfg.run.seed)
+        res["found"] = [(ids[a], ids[b], j) for a, b, j in res.get("found", [])]
+        if near_info["residual"]["verified_edges_between_kept"]:
+            raise AssertionError(f"keep policy left {near_info['residual']['verified_edges_between_kept']} verified "
+                                 f"near-duplicate edge(s) between kept documents (a bug: please report it)")
     n_near = len(removed) - n_exact
     laps.lap("near (signatures, candidates, verification)")
 
     # 3. decontamination of what is left
     hits_all = []
+    best_hits: list[dict[str, Any]] = []  # per document hit: its best item, and how many items it hit
     if cfg.decontam.enabled:
         index = ContaminationIndex(cfg.decontam)
         rows = iter_dataset_rows(src_dir, columns=["id", "source", "text"])
@@ -150,10 +181,12 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
             hits = index.scan(row["id"], row["source"], row["text"])
             if hits:
                 hits_all.extend(hits)
+                best_hits.append({**hits[0].__dict__, "items_hit": len(hits)})
                 if cfg.decontam.action == "remove":
-                    h = hits[0]
+                    h = hits[0]  # the best match: most shared n-grams (scan orders hits best first)
                     removed[i] = {"reason": "contamination", "benchmark": h.benchmark, "item": h.item_id,
-                                  "ngram": h.ngram}
+                                  "matched_ngrams": h.matches, "item_share": h.share, "ngram": h.ngram,
+                                  "items_hit": len(hits)}
         contamination = {"ngram": cfg.decontam.ngram, "action": cfg.decontam.action,
                          "benchmarks": {b: {"items": index.items[b], "ngrams": index.ngrams[b]} for b in index.items}}
     else:
@@ -200,9 +233,10 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     if dc.near:
         nd.close()  # the Ray engine's work files live in tmp: gone before the commit lists the outputs
     contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
-                          "per_benchmark": dict(Counter(h.benchmark for h in hits_all)),
-                          "per_source": dict(sorted(Counter(h.source for h in hits_all).items())),
-                          "listing": [h.__dict__ for h in hits_all[:200]]})
+                          # documents, counted once, under the benchmark of their best-matching item
+                          "per_benchmark": dict(Counter(h["benchmark"] for h in best_hits)),
+                          "per_source": dict(sorted(Counter(h["source"] for h in best_hits).items())),
+                          "listing": best_hits[:200]})
     laps.start("data profile")
     profile = profile_dataset(tmp)
     laps.lap("data profile")

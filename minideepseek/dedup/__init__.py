@@ -5,7 +5,8 @@ candidate pairs, vectorized with numpy and bit-compatible with datasketch 2.0.
   default hashfunc; "mix64" = vectorized, equal to datasketch given ``datasketch_hashfunc``).
 - :mod:`.minhash`: datasketch's affine32 permutations over a batch; ``signatures_for_texts`` is the
   pure batch function for a process pool; Jaccard helpers.
-- :mod:`.lsh`: datasketch's optimal (b, r), uint64 band keys, candidate pairs by sorting per band.
+- :mod:`.lsh`: (b, r) for recall at the threshold (default) or datasketch's optimum, uint64 band
+  keys, candidate pairs by sorting per band.
 
 Throughput and memory: ``python bench/bench_minhash.py``.
 """
@@ -14,9 +15,11 @@ from .lsh import (
     DEFAULT_MAX_CLIQUE,
     band_keys,
     band_pair_codes,
+    banding_summary,
     candidate_pairs,
     lsh_params,
     merge_pair_codes,
+    recall_params,
     s_curve,
 )
 from .minhash import (
@@ -53,6 +56,7 @@ __all__ = [
     "ShingleKind",
     "band_keys",
     "band_pair_codes",
+    "banding_summary",
     "batch_shingle_hashes",
     "candidate_pairs",
     "datasketch_hashfunc",
@@ -64,6 +68,7 @@ __all__ = [
     "mix64_hash32",
     "normalize_text",
     "permutations",
+    "recall_params",
     "s_curve",
     "shingle_hashes",
     "shingles",

@@ -77,7 +77,11 @@ _CHUNK = 1 << 16  # window hashing in L2-sized chunks: 3x faster than whole-batc
 
 def normalize_text(text: str) -> str:
     """NFKC + lowercase + collapse whitespace: the text every shingle is cut from."""
-    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+    # is_normalized is a quick check (~15x cheaper than normalize on text that is already NFKC, the
+    # common case); the result is the same either way
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return " ".join(text.lower().split())
 
 
 def words(norm: str) -> list[str]:
@@ -222,30 +226,43 @@ def _sha1_distinct(units: Sequence[str] | str, n: int, joiner: str) -> np.ndarra
     return np.frombuffer(digests, dtype="<u4").reshape(-1, 5)[:, 0].astype(np.uint32)
 
 
-def _mix64_batch(norms: list[str], kind: str, n: int) -> list[np.ndarray]:
+def _mix64_flat(norms: list[str], kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The mix64 base hash of every shingle of every document, repeats included, in one flat uint32
+    array (document after document) and the count per document: what a MinHash needs (min ignores
+    repeats), without a per-document sort."""
     if kind == "char":
-        lens = [len(s) for s in norms]
+        lens = np.fromiter(map(len, norms), dtype=np.int64, count=len(norms))
         joined = "".join(norms).encode("utf-32-le", _ERRORS)
-        units = np.frombuffer(joined, dtype="<u4").astype(np.uint64)
+        units = np.frombuffer(joined, dtype="<u4")  # uint32: the fold's xor widens to uint64 in place
     else:
         per_doc = [words(s) for s in norms]
-        lens = [len(ws) for ws in per_doc]
+        lens = np.fromiter(map(len, per_doc), dtype=np.int64, count=len(per_doc))
         flat = [w for ws in per_doc for w in ws]
         # hash each distinct word once (Zipf: far fewer distinct words than tokens)
         table = {w: _word_unit(w) for w in dict.fromkeys(flat)}
         units = np.fromiter(map(table.__getitem__, flat), dtype=np.uint64, count=len(flat))
     win = _window_hashes(units, n)
-    out: list[np.ndarray] = []
-    off = 0
-    for size in lens:
-        if size == 0:
-            out.append(np.empty(0, dtype=np.uint32))
-        elif size < n:  # the whole document is one shingle: fold over all of its units
-            out.append(np.array([_fold_scalar(units[off:off + size].tolist())], dtype=np.uint32))
-        else:
-            out.append(_sorted_distinct(win[off:off + size - n + 1]))
-        off += size
-    return out
+    ends = np.cumsum(lens)
+    counts = np.where(lens >= n, lens - n + 1, np.minimum(lens, 1))
+    if (lens >= n).all():
+        # a window is valid when it ends inside its document: drop the n - 1 that straddle a boundary
+        valid = np.arange(len(win)) + n <= np.repeat(ends, lens)[:len(win)]
+        return win[valid], counts
+    parts = []  # some documents shorter than n: one whole-document shingle each, in document order
+    for size, end in zip(lens.tolist(), ends.tolist()):
+        off = end - size
+        if size >= n:
+            parts.append(win[off:end - n + 1])
+        elif size:
+            parts.append(np.array([_fold_scalar(units[off:end].tolist())], dtype=np.uint32))
+    return (np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)), counts
+
+
+def _mix64_batch(norms: list[str], kind: str, n: int) -> list[np.ndarray]:
+    flat, counts = _mix64_flat(norms, kind, n)
+    ends = np.cumsum(counts)
+    return [_sorted_distinct(flat[e - c:e]) if c else np.empty(0, dtype=np.uint32)
+            for c, e in zip(counts.tolist(), ends.tolist())]
 
 
 def batch_shingle_hashes(texts: Sequence[str], kind: ShingleKind = "char", n: int = 5,
