@@ -146,7 +146,7 @@ def normalizer_changes(heldout: dict[str, list[str]], normalizer: str, top: int 
         out[source] = {"domain": DOMAIN_OF.get(source, source), "chars": total, "chars_changed": changed,
                        "changed_share": round(changed / max(total, 1), 6), "docs": len(texts),
                        "docs_changed": docs_changed,
-                       "top_rewrites": [{"from": ascii(a), "to": ascii(b), "count": k}
+                       "top_rewrites": [{"from": repr(a), "to": repr(b), "count": k}
                                         for (a, b), k in rewrites.most_common(top)]}
     return out
 
@@ -174,11 +174,11 @@ def token_bytes(tok: Tokenizer) -> dict[int, bytes]:
 
 
 def show_bytes(b: bytes) -> str:
-    """A token as a reader can see it: the text when it is valid UTF-8 (escaped with ascii(), so
-    whitespace and control characters are visible), else the byte string (a piece of a multi-byte
-    character, e.g. b'\\xe4\\xb8')."""
+    """A token as a reader can see it: the text when it is valid UTF-8 (``repr``: newlines, tabs and
+    control characters escaped, printable characters of any script kept), else the byte string (a
+    piece of a multi-byte character, e.g. b'\\xe4\\xb8')."""
     try:
-        return ascii(b.decode("utf-8"))
+        return repr(b.decode("utf-8"))
     except UnicodeDecodeError:
         return repr(b)
 
