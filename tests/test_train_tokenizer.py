@@ -78,7 +78,7 @@ def test_tokenizer_stage(run):
             assert "vs_deepseek_tokens_per_char" in by_tok["ours"]
     # the strange-token sample shows each token once, by its bytes
     assert len(set(rep["tokens"]["strange_sample"])) == len(rep["tokens"]["strange_sample"])
-    assert "'\ufffd'" not in rep["tokens"]["strange_sample"]
+    assert not any("\ufffd" in x for x in rep["tokens"]["strange_sample"] + rep["tokens"]["longest"])
     # determinism: a forced rebuild gives byte-identical files
     first = read_manifest(out)
     assert train_tokenizer.main(["--config", str(cfg), "--force"]) == 0
