@@ -1,12 +1,13 @@
-r"""Stage 3: train a ~150K byte-level BPE (NFKC, ByteLevel) on a stratified sample of mixed_dedup.
+r"""Stage 3: train a ~150K lossless byte-level BPE (no normalizer, DeepSeek-V3 pre-split, ByteLevel)
+on a stratified sample of mixed_dedup.
 
     python train_tokenizer.py --config configs/demo.yaml
     python train_tokenizer.py --config configs/demo.yaml --set tokenizer.vocab_size=128000 \
-        --set tokenizer.pre_tokenizer=deepseek
+        --set tokenizer.normalizer=nfkc --set tokenizer.pre_tokenizer=bytelevel
 
 Writes data/<run>/tokenizer/ (tokenizer.json, tokenizer_config.json, special_tokens_map.json,
 sample.json) and reports/<run>/tokenizer_eval.{json,md} (ours vs DeepSeek-V3 vs Qwen2.5 on
-held-out documents).
+held-out documents: whole components never trained on, and random documents).
 """
 
 from __future__ import annotations

@@ -1,15 +1,18 @@
-"""Which pre-tokenizer compresses better: the seed's ByteLevel vs DeepSeek-V3's regex pre-split.
+"""Which normalizer + pre-tokenizer compresses best, measured on both held-out splits.
 
-    .venv/bin/python bench/compare_pretokenizers.py [--run-dir data/demo] [--vocab 150000]
+    .venv/bin/python bench/compare_pretokenizers.py [--run-dir data/demo] [--config configs/demo.yaml]
+        [--variants none:deepseek,none:bytelevel,nfc:deepseek,nfkc:bytelevel] [--vocab 150000]
 
-Trains both on exactly the training sample stage 3 used (``tokenizer/sample.json``) and evaluates
-both on the same held-out documents with the stage's own metrics; prints tokens/char and
-bytes/token per source side by side (lower tokens/char = better compression).
+Draws stage 3's own split from ``<run-dir>/mixed_dedup`` (the config's tokenizer section and seed:
+out-of-component held-out, random held-out, training sample), trains each variant on exactly that
+training sample and prints, per source and split, tokens/char and ours/DeepSeek-V3 (lower = better
+compression), the final vocabulary and the raw round trip. Results also go to bench/out/.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -17,46 +20,51 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minideepseek.arrow_io import iter_dataset_rows  # noqa: E402
+from minideepseek.runconfig import load_stage_config  # noqa: E402
 from minideepseek.tokenizer.build import new_tokenizer, new_trainer  # noqa: E402
-from minideepseek.tokenizer.config import TokenizerConfig  # noqa: E402
-from minideepseek.tokenizer.evaluate import evaluate, ours  # noqa: E402
+from minideepseek.tokenizer.config import TokenizerStageConfig  # noqa: E402
+from minideepseek.tokenizer.evaluate import deepseek, evaluate, ours  # noqa: E402
+from minideepseek.tokenizer.stage import load_split_texts  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run-dir", default="data/demo")
+    ap.add_argument("--config", default="configs/demo.yaml")
     ap.add_argument("--vocab", type=int, default=150_000)
+    ap.add_argument("--variants", default="none:deepseek,none:bytelevel,nfc:deepseek,nfkc:bytelevel")
     args = ap.parse_args()
-    run = Path(args.run_dir)
-    sample = json.loads((run / "tokenizer" / "sample.json").read_text())
-    train_ids = {i for s in sample.values() for i in s["train"]}
-    held_of = {i: src for src, s in sample.items() for i in s["heldout"]}
-    train, held = [], {src: [] for src in sample}
-    for row in iter_dataset_rows(run / "mixed_dedup", columns=["id", "text"]):
-        if row["id"] in train_ids:
-            train.append(row["text"])
-        elif row["id"] in held_of:
-            held[held_of[row["id"]]].append(row["text"])
+    scfg = load_stage_config(TokenizerStageConfig, args.config, [])
+    base = dataclasses.replace(scfg.tokenizer, vocab_size=args.vocab)
+    train, splits, _ = load_split_texts(base, scfg.run.seed, Path(args.run_dir) / "mixed_dedup")
+    print(f"train docs {len(train):,} ({sum(map(len, train)):,} chars); held-out docs: "
+          + ", ".join(f"{k} {sum(map(len, v.values())):,}" for k, v in splits.items()))
+    ds = deepseek()
     results = {}
-    for pre in ("bytelevel", "deepseek"):
-        cfg = TokenizerConfig(vocab_size=args.vocab, pre_tokenizer=pre)
+    for v in args.variants.split(","):
+        norm, pre = v.split(":")
+        cfg = dataclasses.replace(base, normalizer=norm, pre_tokenizer=pre)
         tok = new_tokenizer(cfg)
         t0 = time.time()
         tok.train_from_iterator((train[i:i + 256] for i in range(0, len(train), 256)), trainer=new_trainer(cfg))
-        ev = evaluate([ours(tok)], held, tok.get_vocab_size())
-        results[pre] = (tok.get_vocab_size(), round(time.time() - t0, 1), ev)
-    print(f"train docs {len(train):,}; held-out docs {sum(map(len, held.values())):,}")
-    for pre, (v, s, ev) in results.items():
-        print(f"{pre}: vocab {v:,}, trained in {s} s, round trip {ev['round_trip']['ours']}")
-    print(f"{'source':<15} {'tok/char bytelevel':>19} {'tok/char deepseek':>18} {'bytes/tok bytelevel':>20} "
-          f"{'bytes/tok deepseek':>19}")
-    for src in held:
-        a = results["bytelevel"][2]["per_source"].get(src, {}).get("ours")
-        b = results["deepseek"][2]["per_source"].get(src, {}).get("ours")
-        if a and b:
-            print(f"{src:<15} {a['tokens_per_char']:>19.4f} {b['tokens_per_char']:>18.4f} {a['bytes_per_token']:>20.2f} "
-                  f"{b['bytes_per_token']:>19.2f}")
+        secs = round(time.time() - t0, 1)
+        evs = {k: evaluate([ours(tok, norm), ds], held, tok.get_vocab_size()) for k, held in splits.items()}
+        results[v] = {"vocab": tok.get_vocab_size(), "train_s": secs, "splits": evs}
+        print(f"{v}: vocab {tok.get_vocab_size():,}, trained in {secs} s, raw round trip "
+              + ", ".join(f"{k} {e['round_trip']['ours']['ok']}/{e['round_trip']['ours']['docs']}" for k, e in evs.items()))
+    for k in splits:
+        print(f"\n{k} held-out: tokens/char (ours/DeepSeek-V3)")
+        print(f"{'source':<15}" + "".join(f"{v:>24}" for v in results) + f"{'deepseek_v3':>14}")
+        for src in splits[k]:
+            rows = [r["splits"][k]["per_source"].get(src, {}) for r in results.values()]
+            if not all(rows):
+                continue
+            cells = "".join(f"{r['ours']['tokens_per_char']:>15.4f} ({r['ours']['vs_deepseek_tokens_per_char']:.3f})"
+                            for r in rows)
+            print(f"{src:<15}{cells}{rows[0]['deepseek_v3']['tokens_per_char']:>14.4f}")
+    out = Path("bench/out")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare_pretokenizers.json").write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -27,3 +27,22 @@ def stdlib_docstrings(limit: int, min_len: int, max_len: int, unique: bool = Fal
         if len(out) >= limit:
             break
     return out[:limit]
+
+
+def real_texts() -> dict[str, list[str]]:
+    """A few real documents per evaluation domain, all shipped with the interpreter or the pinned
+    packages (offline): English stdlib docstrings, stdlib source code, mpmath's LaTeX-bearing function
+    docs (math), sympy's printing docs (academic-style LaTeX prose), and CPython's Chinese CJK-codec
+    test texts (GB2312/GBK/Big5 sample prose, traditional and simplified, full-width punctuation)."""
+    import mpmath.function_docs as fd
+    from sympy.printing.latex import LatexPrinter, latex
+
+    cjk = STDLIB / "test" / "cjkencodings"
+    zh = [p.read_text(encoding="utf-8") for p in sorted(cjk.glob("*-utf8.txt"))
+          if p.name.split("-")[0] in ("gb2312", "gbk", "big5", "gb18030")]
+    math = [v for k, v in sorted(vars(fd).items()) if isinstance(v, str) and "\\" in v][:20]
+    return {"english": [d for _, d in stdlib_docstrings(20, 200, 3000)],
+            "code": [(STDLIB / f).read_text(encoding="utf-8") for f in ("textwrap.py", "bisect.py", "heapq.py")],
+            "math": math,
+            "academic": [d for d in (latex.__doc__, LatexPrinter.__doc__, LatexPrinter._print_Integral.__doc__) if d],
+            "chinese": zh}

@@ -24,9 +24,12 @@ ZH = ("天下大势，分久必合，合久必分。周末七国分争，并入�
 def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tok")
     code = sorted(p for p in STDLIB.glob("*.py") if 3_000 < p.stat().st_size < 30_000)[:60]
-    rows = {"code": [{"id": p.stem, "text": p.read_text(encoding="utf-8")} for p in code],
+    # urls name the origin: six code hosts and four Chinese ones, the components the split holds out whole
+    rows = {"code": [{"id": p.stem, "text": p.read_text(encoding="utf-8"), "url": f"https://code{i % 6}.example/{p.stem}"}
+                     for i, p in enumerate(code)],
             # real Chinese prose (三国演义, public domain), cut into varied documents
-            "zh": [{"id": f"z{i}", "text": ZH[i % 17:] + ZH[: i % 17] + f" 第{i}回"} for i in range(40)]}
+            "zh": [{"id": f"z{i}", "text": ZH[i % 17:] + ZH[: i % 17] + f" 第{i}回", "url": f"https://zh{i % 4}.example/{i}"}
+                   for i in range(40)]}
     for name, rs in rows.items():
         (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs))
     cfg = {
@@ -39,7 +42,8 @@ def run(tmp_path_factory):
         "sampler": {"target_docs": 100, "num_proc": 1},
         "dedup": {"num_proc": 1, "scurve_docs": 10, "near": False},
         "decontam": {"enabled": False},
-        "tokenizer": {"vocab_size": 3000, "heldout_min_docs": 3, "min_chars_per_source": 1000},
+            "tokenizer": {"vocab_size": 3000, "heldout_min_docs": 3, "min_chars_per_source": 1000,
+                      "component_heldout_fraction": 0.2},
     }
     p = tmp / "cfg.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True))
@@ -65,20 +69,34 @@ def test_tokenizer_stage(run):
     assert rep["reached_target"] and {"ours", "deepseek_v3"} <= set(rep["per_source"]["wanjuan_zh"])
     zh = rep["per_source"]["wanjuan_zh"]["ours"]
     assert zh["cjk_chars"] > 0 and 0 < zh["tokens_per_char"] < 1.5
-    text = "def f(x):\n    return x  # 注释 ünïcödé ﬁ"
-    assert tok.decode(tok.encode(text).ids) == __import__("unicodedata").normalize("NFKC", text)
+    text = "def f(x):\n    return x  # 注释，（全角）ünïcödé ﬁ e\u0301"
+    assert tok.decode(tok.encode(text).ids) == text, "lossless by default: no NFKC"
+    assert rep["normalizer"] == "none" and rep["lossless"] and not rep["normalizer_changes"]
+    for split in ("component", "random"):
+        for by_tok in rep["splits"][split]["per_source"].values():
+            assert by_tok["ours"]["round_trip_ok"] == by_tok["ours"]["docs"] > 0
+            assert "vs_deepseek_tokens_per_char" in by_tok["ours"]
+    # the strange-token sample shows each token once, by its bytes
+    assert len(set(rep["tokens"]["strange_sample"])) == len(rep["tokens"]["strange_sample"])
+    assert not any("\ufffd" in x for x in rep["tokens"]["strange_sample"] + rep["tokens"]["longest"])
     # determinism: a forced rebuild gives byte-identical files
     first = read_manifest(out)
     assert train_tokenizer.main(["--config", str(cfg), "--force"]) == 0
     assert read_manifest(out)["fingerprint"] == first["fingerprint"]
 
 
-def test_vocab_shortfall_is_stated_and_deepseek_pre_split(run):
+def test_vocab_shortfall_fails_unless_allowed_and_deepseek_pre_split(run, capsys):
     tmp, cfg = run
+    before = read_manifest(tmp / "data" / "t" / "tokenizer")
+    assert train_tokenizer.main(["--config", str(cfg), "--set", "tokenizer.vocab_size=200000", "--force"]) == 2
+    assert "allow_smaller_vocab" in capsys.readouterr().err
+    assert read_manifest(tmp / "data" / "t" / "tokenizer") == before, "a failed stage leaves the old artifact"
     assert train_tokenizer.main(["--config", str(cfg), "--set", "tokenizer.vocab_size=200000",
+                                 "--set", "tokenizer.allow_smaller_vocab=true",
                                  "--set", "tokenizer.pre_tokenizer=deepseek"]) == 0
     rep = json.loads((tmp / "reports" / "t" / "tokenizer_eval.json").read_text())
     assert not rep["reached_target"] and "lower tokenizer.vocab_size" in rep["why_not"]
+    assert "NOT reached" in (tmp / "reports" / "t" / "tokenizer_eval.md").read_text()
     tok = Tokenizer.from_file(str(tmp / "data" / "t" / "tokenizer" / "tokenizer.json"))
     pieces = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str("x=12345 天下大势")]
     assert "123" in pieces and "45" in pieces, "digits split in runs of <= 3"
@@ -92,3 +110,50 @@ def test_stratified_floor():
     assert stats["big"]["train_docs"] == round(0.1 * (1000 - 50)) and not stats["big"]["floor_applied"]
     assert stats["small"]["floor_applied"] and stats["small"]["train_chars"] >= 5_000
     assert stats["big"]["every_10th_docs"] == 100
+
+
+def test_out_of_component_split(run):
+    tmp, cfg = run
+    assert train_tokenizer.main(["--config", str(cfg)]) == 0
+    sample = json.loads((tmp / "data" / "t" / "tokenizer" / "sample.json").read_text())
+    ds = datasets_rows(tmp / "data" / "t" / "mixed_dedup")
+    host = {r["id"]: r["url"].split("/")[2] for r in ds}
+    for name, s in sample.items():
+        held = set(s["heldout_components"])
+        assert held, f"{name}: at least one whole component held out"
+        train_hosts = {host[d] for d in s["train"]}
+        assert not held & train_hosts, "no training document comes from a held-out component"
+        assert {host[d] for d in s["heldout"]} >= held, "every document of a held-out component is held out"
+        assert sum(host[d] in held for d in ds_ids(ds, name)) == sum(host[d] in held for d in s["heldout"])
+    rep = json.loads((tmp / "reports" / "t" / "tokenizer_eval.json").read_text())
+    comp, rnd = rep["splits"]["component"]["per_source"], rep["splits"]["random"]["per_source"]
+    assert set(comp) == set(rnd) == {"the_stack_v2", "wanjuan_zh"}
+    md = (tmp / "reports" / "t" / "tokenizer_eval.md").read_text()
+    assert "Out-of-component held-out" in md and "Random held-out" in md
+
+
+def datasets_rows(path):
+    from minideepseek.arrow_io import iter_dataset_rows
+
+    return list(iter_dataset_rows(path, columns=["id", "source", "url"]))
+
+
+def ds_ids(rows, source):
+    return [r["id"] for r in rows if r["source"] == source]
+
+
+def test_lossy_normalizer_is_reported(run):
+    tmp, cfg = run
+    assert train_tokenizer.main(["--config", str(cfg), "--set", "tokenizer.normalizer=nfkc"]) == 0
+    rep = json.loads((tmp / "reports" / "t" / "tokenizer_eval.json").read_text())
+    assert rep["normalizer"] == "nfkc" and not rep["lossless"]
+    zh = rep["normalizer_changes"]["wanjuan_zh"]
+    # the full-width comma of every fixture document becomes ASCII
+    assert zh["chars_changed"] > 0 and 0 < zh["changed_share"] < 0.2
+    assert zh["top_rewrites"][0]["from"] == repr("，") and zh["top_rewrites"][0]["to"] == repr(",")
+    rt = rep["round_trip"]["ours"]
+    assert rt["ok"] < rt["docs"], "NFKC loses the Chinese punctuation: raw round trip fails"
+    md = (tmp / "reports" / "t" / "tokenizer_eval.md").read_text()
+    assert "LOSSY" in md and "What the `nfkc` normalizer rewrites" in md
+    tok = Tokenizer.from_file(str(tmp / "data" / "t" / "tokenizer" / "tokenizer.json"))
+    assert tok.decode(tok.encode("天下，大势").ids) == "天下,大势"

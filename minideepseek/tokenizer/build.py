@@ -1,6 +1,12 @@
-"""Build the (untrained) tokenizer pipeline: NFKC -> pre-tokenizer -> BPE, ByteLevel decoder."""
+"""Build the (untrained) tokenizer pipeline: [normalizer] -> pre-tokenizer -> BPE, ByteLevel decoder.
+
+Byte-level throughout: the 256 byte symbols are the initial alphabet, so every string encodes without
+``<|unk|>`` and, with ``normalizer: none`` (the default), ``decode(encode(x)) == x`` byte for byte.
+"""
 
 from __future__ import annotations
+
+import unicodedata
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -13,11 +19,18 @@ _DEEPSEEK_SPLITS = (
     r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+",
 )
+_NORMALIZERS = {"nfc": normalizers.NFC, "nfkc": normalizers.NFKC}
+
+
+def normalize(text: str, name: str) -> str:
+    """What the configured normalizer does to ``text`` (the identity for "none")."""
+    return text if name == "none" else unicodedata.normalize(name.upper(), text)
 
 
 def new_tokenizer(cfg: TokenizerConfig) -> Tokenizer:
     tok = Tokenizer(models.BPE(unk_token="<|unk|>"))
-    tok.normalizer = normalizers.NFKC()
+    if cfg.normalizer != "none":
+        tok.normalizer = _NORMALIZERS[cfg.normalizer]()
     if cfg.pre_tokenizer == "deepseek":
         splits = [pre_tokenizers.Split(Regex(p), behavior="isolated") for p in _DEEPSEEK_SPLITS]
         tok.pre_tokenizer = pre_tokenizers.Sequence([*splits, pre_tokenizers.ByteLevel(add_prefix_space=False,

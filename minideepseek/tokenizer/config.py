@@ -9,6 +9,10 @@ from ..config import require
 from ..runconfig import RunConfig
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|pad|>", "<|unk|>")  # ids 0, 1, 2 — fixed
+# Normalizers: "none" is lossless (decode(encode(x)) == x for every valid Unicode string); "nfc" and
+# "nfkc" rewrite text (NFKC turns full-width Chinese punctuation into ASCII: `，` -> `,`), so the
+# evaluation report then lists, per domain, the share of characters they change and the top rewrites.
+LOSSLESS_NORMALIZERS = ("none",)
 
 
 @dataclass(frozen=True)
@@ -17,14 +21,22 @@ class TokenizerConfig:
 
     vocab_size: int = 150_000  # the seed's 150K; DeepSeek-V3 itself uses ~128K (set 128_000)
     min_frequency: int = 2
-    # "bytelevel": the seed's ByteLevel pre-tokenizer (GPT-2 regex inside); "deepseek": DeepSeek-V3's
-    # pre-split (digits in runs of <= 3, CJK runs isolated, punctuation+letters) then ByteLevel.
-    pre_tokenizer: Literal["bytelevel", "deepseek"] = "bytelevel"
+    # a final vocabulary under vocab_size stops the stage (exit 1) unless this is true; the report and
+    # manifest then say how far it got and why
+    allow_smaller_vocab: bool = False
+    normalizer: Literal["none", "nfc", "nfkc"] = "none"
+    # "deepseek": DeepSeek-V3's pre-split (digits in runs of <= 3, CJK runs isolated, punctuation+letters)
+    # then ByteLevel — it compresses every demo domain better on out-of-component held-out text (see
+    # bench/compare_pretokenizers.py); "bytelevel": the seed's ByteLevel pre-tokenizer (GPT-2 regex inside).
+    pre_tokenizer: Literal["bytelevel", "deepseek"] = "deepseek"
     sample_ratio: float = 1.0  # share of each source's non-held-out documents in the training sample
     min_chars_per_source: int = 500_000  # floor: top a small source's sample up to this (if it has it)
-    heldout_fraction: float = 0.05  # per source, never in the training sample
+    heldout_fraction: float = 0.05  # per source, random documents never in the training sample
     heldout_min_docs: int = 10
     heldout_max_docs: int = 200
+    # per source, whole corpus components (a demo package, a URL host, a local file) held out, never
+    # trained on, up to this share of the source's characters: the honest test of unseen text
+    component_heldout_fraction: float = 0.1
     eval_reference: bool = True  # compare with DeepSeek's and Qwen's tokenizers in the report
 
     def __post_init__(self) -> None:
@@ -33,6 +45,8 @@ class TokenizerConfig:
         require(0.0 < self.sample_ratio <= 1.0, f"tokenizer.sample_ratio={self.sample_ratio} must be in (0, 1]; "
                 f"the seed's every-10th-row is 0.1")
         require(0.0 <= self.heldout_fraction < 0.5, "tokenizer.heldout_fraction must be in [0, 0.5)")
+        require(0.0 <= self.component_heldout_fraction < 0.5,
+                "tokenizer.component_heldout_fraction must be in [0, 0.5) (0 turns the component split off)")
         require(0 <= self.heldout_min_docs <= self.heldout_max_docs, "tokenizer: need heldout_min_docs <= heldout_max_docs")
         require(self.min_chars_per_source >= 0, "tokenizer.min_chars_per_source must be >= 0")
 

@@ -16,15 +16,16 @@ from typing import Any
 import numpy as np
 
 from ..arrow_io import iter_dataset_rows, read_columns, shard_paths
+from ..config import ConfigError
 from ..packing.mapped import take_texts
 from ..progress import Heartbeat
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic
 from .build import new_tokenizer, new_trainer
-from .config import SPECIAL_TOKENS, TokenizerStageConfig
-from .evaluate import deepseek, evaluate, ours, qwen, token_samples
+from .config import LOSSLESS_NORMALIZERS, SPECIAL_TOKENS, TokenizerConfig, TokenizerStageConfig
+from .evaluate import deepseek, evaluate, normalizer_changes, ours, qwen, token_samples
 from .report import eval_markdown
-from .sample import stratified_split
+from .sample import component_of, stratified_split
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +81,39 @@ def run_tokenizer(cfg: TokenizerStageConfig, upstream_config_hash: str, config_p
                          REPORTS, force)
 
 
+def load_split_texts(tc: TokenizerConfig, seed: int, src: Path
+                     ) -> tuple[list[str], dict[str, dict[str, list[str]]], dict[str, Any]]:
+    """The training texts and both held-out splits' texts (split -> source -> texts), read from ``src``
+    (what the benches use to measure exactly the stage's split)."""
+    meta = read_columns(src, ["source", "n_chars", "url", "audit_trace"])
+    comps = [component_of(t[0] if t else "", u or "") for t, u in zip(meta["audit_trace"], meta["url"])]
+    splits, _ = stratified_split(tc, seed, meta["source"], meta["n_chars"], comps)
+    train_idx = {i for s in splits.values() for i in s.train}
+    where = {i: ("random", n) for n, s in splits.items() for i in s.heldout}
+    where.update({i: ("component", n) for n, s in splits.items() for i in s.heldout_component})
+    train: list[str] = []
+    held: dict[str, dict[str, list[str]]] = {"component": {n: [] for n in splits}, "random": {n: [] for n in splits}}
+    for i, row in enumerate(iter_dataset_rows(src, columns=["text"])):
+        if i in train_idx:
+            train.append(row["text"])
+        elif i in where:
+            k, n = where[i]
+            held[k][n].append(row["text"])
+    return train, held, {"splits": splits}
+
+
 def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, executor: Any = None) -> dict[str, Any]:
     tc = cfg.tokenizer
-    meta = read_columns(src, ["id", "source", "n_chars"])
+    meta = read_columns(src, ["id", "source", "n_chars", "url", "audit_trace"])
     sources, n_chars, ids = meta["source"], meta["n_chars"], meta["id"]
-    splits, sample_stats = stratified_split(tc, cfg.run.seed, sources, n_chars)
+    comps = [component_of(t[0] if t else "", u or "") for t, u in zip(meta["audit_trace"], meta["url"])]
+    splits, sample_stats = stratified_split(tc, cfg.run.seed, sources, n_chars, comps)
     train_idx = {i for s in splits.values() for i in s.train}
-    log.info("%s: training sample %s docs (%s chars), held out %s docs", STAGE, f"{len(train_idx):,}",
-             f"{sum(v['train_chars'] for v in sample_stats.values()):,}",
-             f"{sum(v['heldout_docs'] for v in sample_stats.values()):,}")
+    log.info("%s: training sample %s docs (%s chars), held out %s docs at random and %s docs of %s whole "
+             "components", STAGE, f"{len(train_idx):,}", f"{sum(v['train_chars'] for v in sample_stats.values()):,}",
+             f"{sum(v['heldout_docs'] for v in sample_stats.values()):,}",
+             f"{sum(v['heldout_component_docs'] for v in sample_stats.values()):,}",
+             sum(len(v["components_heldout"]) for v in sample_stats.values()))
 
     tok = new_tokenizer(tc)
     t0 = time.time()
@@ -99,47 +124,68 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
     train_s = time.time() - t0
     rss = peak_rss_mb()
     final_vocab = tok.get_vocab_size()
+    reached = final_vocab >= tc.vocab_size
+    train_chars = sum(v["train_chars"] for v in sample_stats.values())
+    why_not = None if reached else (
+        f"the training sample ({train_chars:,} chars) has only {final_vocab:,} distinct merges + alphabet with "
+        f"frequency >= {tc.min_frequency}; add text (a larger sampler.target_tokens) or lower tokenizer.vocab_size")
+    if not reached and not tc.allow_smaller_vocab:
+        # fail before anything is written: a silently smaller vocabulary would change every downstream shape
+        raise ConfigError(f"{STAGE}: vocab {final_vocab:,} < tokenizer.vocab_size {tc.vocab_size:,}: {why_not}; "
+                          "or accept it with --set tokenizer.allow_smaller_vocab=true")
     for i, t in enumerate(SPECIAL_TOKENS):
         assert tok.token_to_id(t) == i, f"special token {t} must have id {i}"
     tok.save(str(tmp / "tokenizer.json"))
     hf_config_files(tmp)
+    # "heldout" lists both held-out splits' ids (what a withdrawal scans); the components are named apart
     write_json_atomic(tmp / "sample.json", {
-        name: {"train": [ids[i] for i in s.train], "heldout": [ids[i] for i in s.heldout]}
+        name: {"train": [ids[i] for i in s.train], "heldout": [ids[i] for i in sorted(s.heldout + s.heldout_component)],
+               "heldout_components": s.components_heldout}
         for name, s in splits.items()})
 
-    heldout = {name: [] for name in splits}
-    held_idx = {i: name for name, s in splits.items() for i in s.heldout}
+    where = {i: ("random", n) for n, s in splits.items() for i in s.heldout}
+    where.update({i: ("component", n) for n, s in splits.items() for i in s.heldout_component})
+    held: dict[str, dict[str, list[str]]] = {"component": {n: [] for n in splits}, "random": {n: [] for n in splits}}
     for i, row in enumerate(iter_dataset_rows(src, columns=["text"])):
-        if i in held_idx:
-            heldout[held_idx[i]].append(row["text"])
-    log.info("%s: evaluating on %s held-out docs (ours%s) ...", STAGE, f"{len(held_idx):,}",
+        if i in where:
+            k, n = where[i]
+            held[k][n].append(row["text"])
+    log.info("%s: evaluating on the held-out docs (ours%s) ...", STAGE,
              " vs DeepSeek-V3 and Qwen2.5" if tc.eval_reference else "")
-    cands = [ours(tok)]
+    cands = [ours(tok, tc.normalizer)]
     if tc.eval_reference:
         cands.append(deepseek())
         q = qwen()
         if q is not None:
             cands.append(q)
-    ev = evaluate(cands, heldout, final_vocab)
-    reached = final_vocab >= tc.vocab_size
+    evs = {k: evaluate(cands, {n: t for n, t in h.items() if t}, final_vocab) for k, h in held.items()}
+    all_held = {n: held["component"][n] + held["random"][n] for n in splits}
+    round_trip = {name: {"ok": sum(e["round_trip"].get(name, {}).get("ok", 0) for e in evs.values()),
+                         "docs": sum(e["round_trip"].get(name, {}).get("docs", 0) for e in evs.values())}
+                  for name in (c.name for c in cands)}
     report = {
         "vocab_size_target": tc.vocab_size, "vocab_size_final": final_vocab, "reached_target": reached,
-        "why_not": None if reached else (
-            f"the training sample has only {final_vocab:,} distinct merges + alphabet with frequency >= "
-            f"{tc.min_frequency}; add text or lower tokenizer.vocab_size"),
-        "pre_tokenizer": tc.pre_tokenizer, "normalizer": "NFKC", "special_tokens": list(SPECIAL_TOKENS),
-        "sample": sample_stats, **ev, "tokens": token_samples(tok),
+        "why_not": why_not, "pre_tokenizer": tc.pre_tokenizer, "normalizer": tc.normalizer,
+        "lossless": tc.normalizer in LOSSLESS_NORMALIZERS, "special_tokens": list(SPECIAL_TOKENS),
+        "sample": sample_stats,
+        # "per_source"/"vocab_utilization" keep the random split (what earlier runs reported, so the
+        # dashboard compares like with like); "splits" has both
+        "per_source": evs["random"]["per_source"], "round_trip": round_trip,
+        "vocab_utilization": evs["random"]["vocab_utilization"], "vocab_seen": evs["random"]["vocab_seen"],
+        "splits": {k: {"per_source": e["per_source"], "round_trip": e["round_trip"]} for k, e in evs.items()},
+        "normalizer_changes": normalizer_changes(all_held, tc.normalizer),
+        "tokens": token_samples(tok),
     }
     write_json_atomic(tmp / "tokenizer_eval.json", report)
     write_text_atomic(tmp / "tokenizer_eval.md", eval_markdown(report))
     if not reached:
-        log.warning("%s: vocab %s < target %s: %s", STAGE, f"{final_vocab:,}", f"{tc.vocab_size:,}", report["why_not"])
+        log.warning("%s: vocab %s < target %s (allowed by tokenizer.allow_smaller_vocab): %s", STAGE,
+                    f"{final_vocab:,}", f"{tc.vocab_size:,}", why_not)
     counters = {"vocab_size": final_vocab, "vocab_target": tc.vocab_size, "reached_target": reached,
-                "train_docs": len(train_idx), "train_chars": sum(v["train_chars"] for v in sample_stats.values()),
-                "heldout_docs": len(held_idx), "sample_per_source": sample_stats,
-                "round_trip": ev["round_trip"]}
+                "train_docs": len(train_idx), "train_chars": train_chars,
+                "heldout_docs": len(where), "sample_per_source": sample_stats,
+                "round_trip": round_trip}
     return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss})
-
 
 
 def upstream_hash(config_path: str, overrides: list[str]) -> str:
