@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from ..config import to_plain
 from ..runconfig import stage_config_hash
 from ..sources.base import rng_for
 from ..stage import (
@@ -37,6 +38,7 @@ from ..stage import (
 from .config import TrainStageConfig
 from .dist import DistEnv
 from .loader import PackedBlocks, SamplePlan
+from .mixrun import MIXTURE_FILES, build_mixture, write_mixture
 from .report import REPORT_FILES, criteria, plot, report_markdown, spikes
 from .samples import generate, packed_samples
 from .trainer import (
@@ -81,7 +83,7 @@ def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], conf
         if old_world == env.world:
             log.info("%s: %s is up to date; skipping (use --force to rerun)", STAGE, stage.final_dir)
             if env.is_main:
-                publish_reports(stage.final_dir, cfg.run.report_dir, REPORT_FILES)
+                publish_reports(stage.final_dir, cfg.run.report_dir, REPORT_FILES + MIXTURE_FILES)
             return stage.existing  # type: ignore[return-value]
         log.info("%s: %s was trained on %s rank(s), now %s; rerunning", STAGE, stage.final_dir, old_world, env.world)
     kind, amp = resolve_device(cfg.train)
@@ -117,7 +119,8 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
                 "tokenizer": tok_man["fingerprint"], "world_size": env.world}
     ckpts = Checkpoints(run_dir / f"{ARTIFACT}.ckpt", identity)
     t0 = time.time()
-    res = train(tc, plan, vocab, seed, env, ckpts, amp)
+    mixture = build_mixture(tc, plan, packed, run_dir, env.world)
+    res = train(tc, plan, vocab, seed, env, ckpts, amp, mixture)
     wall = time.time() - t0
     if res.status == "stopped":
         if env.is_main:
@@ -126,7 +129,10 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
         return {"status": "stopped", "step": res.step, "checkpoints": str(ckpts.dir)}
     out: dict[str, Any] = {}
     if env.is_main:
+        if mixture is not None:
+            write_mixture(stage, mixture, plan, packed["by_source"], res.batches, tc)
         out = _write(cfg, stage, res, plan, tok, tok_path, tok_man, packed, env, amp, identity, wall, threads)
+        publish_reports(stage.final_dir, cfg.run.report_dir, MIXTURE_FILES)
         shutil.rmtree(ckpts.dir, ignore_errors=True)  # the artifact holds the final checkpoint
     passed = env.broadcast_object(out.get("counters", {}).get("passed"))
     env.barrier()
@@ -219,7 +225,7 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
                    "peak_rss_mb": peak_rss_mb()},
         "samples": {"packed": packed_dec, "generated": gens},
         "criteria": criteria(res.history, val, res.status),
-        "config": {k: getattr(tc, k) for k in tc.__dataclass_fields__},
+        "config": to_plain(tc),
     }
 
 
