@@ -61,6 +61,9 @@ def test_two_phase_mixture_train_and_resume(chain):
             for line in (out / "batches.jsonl").read_text().splitlines()]
     assert sum(code[:6]) == round(0.25 * 48) and sum(code[6:]) == round(0.75 * 32)
     assert set(rep["epochs"]) == {"the_stack_v2", "fineweb_edu"} and rep["epochs"]["fineweb_edu"]["epochs"] > 0
+    vl = rep["val_loss_by_source"]
+    assert sum(v["held_out_blocks"] for v in vl.values()) == TRAIN["val_blocks"]
+    assert all(v["val_loss"] is None or 0 < v["val_loss"] < 10 for v in vl.values())
     ref = (out / "batches.jsonl").read_text()
     ref_fp = read_manifest(out)["fingerprint"]
     # stopped at step 5 (before the switch at 6), resumed: the same batches and weights

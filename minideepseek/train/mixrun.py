@@ -146,15 +146,51 @@ def mixture_markdown(r: dict[str, Any]) -> str:
         e = r["epochs"][n]
         lines.append(f"| {n} | {e['unique_tokens']:,} | {e['epochs']:.3f} | {e['consumed']:.3f} | "
                      f"{'WARNING' if e['over_warning'] else ''} |")
+    if r.get("val_loss_by_source"):
+        lines += ["", "## Final validation loss per source (held-out blocks of that source)", "",
+                  "| source | val loss | tokens | held-out blocks |", "|---|---:|---:|---:|"]
+        for n, v in r["val_loss_by_source"].items():
+            vl = "—" if v["val_loss"] is None else f"{v['val_loss']:.4f}"
+            lines.append(f"| {n} | {vl} | {v['tokens']:,} | {v['held_out_blocks']} |")
     return "\n".join(lines) + "\n"
 
 
+def val_loss_by_source(model: Any, plan: SamplePlan, table: dict[str, Any], tc: TrainConfig, device: Any,
+                       amp: Any) -> dict[str, dict[str, Any]]:
+    """The final model's token-mean loss on each source's held-out samples (the held-out blocks are
+    single-source with by_source packing, so this costs one extra pass over the validation set)."""
+    import torch
+
+    from .trainer import to_device
+
+    names = sorted(table)
+    src = source_of_samples(plan, table, plan.val_samples)
+    out: dict[str, dict[str, Any]] = {}
+    model.eval()
+    with torch.no_grad():
+        for i, n in enumerate(names):
+            mine = plan.val_samples[src == i]
+            tot, cnt = 0.0, 0
+            for j in range(0, len(mine), tc.micro_batch):
+                x, y, seg, pos = to_device(plan.gather(mine[j:j + tc.micro_batch], tc.doc_mask), device, tc.doc_mask)
+                with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
+                    loss = model(x, y, seg, pos, tc.loss_chunk)
+                k = int((y != -100).sum())
+                tot += float(loss) * k
+                cnt += k
+            out[n] = {"val_loss": round(tot / cnt, 6) if cnt else None, "tokens": cnt,
+                      "held_out_blocks": int(len(np.unique(mine // plan.windows)))}
+    model.train()
+    return out
+
+
 def write_mixture(stage: Any, sampler: MixtureSampler, plan: SamplePlan, table: dict[str, Any],
-                  batches: list[dict[str, Any]], tc: TrainConfig) -> None:
-    """mixture.{json,md} into the stage's temp dir (deterministic: part of the artifact)."""
+                  batches: list[dict[str, Any]], tc: TrainConfig, val: dict[str, Any] | None = None) -> None:
+    """mixture.{json,md} into the stage's temp dir (deterministic on CPU: part of the artifact)."""
     from ..stage import write_json_atomic, write_text_atomic
 
     # W = a tenth of the run (at least one step): what a reader of the loss curve would call "a while"
     r = mixture_report(sampler, plan, table, batches, tc.seq_len, max(1, tc.max_steps // 10))
+    r["val_loss_by_source"] = val or {}
     write_json_atomic(stage.tmp_dir / "mixture.json", r)
     write_text_atomic(stage.tmp_dir / "mixture.md", mixture_markdown(r))

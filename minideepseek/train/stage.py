@@ -38,7 +38,7 @@ from ..stage import (
 from .config import TrainStageConfig
 from .dist import DistEnv
 from .loader import PackedBlocks, SamplePlan
-from .mixrun import MIXTURE_FILES, build_mixture, write_mixture
+from .mixrun import MIXTURE_FILES, build_mixture, val_loss_by_source, write_mixture
 from .report import REPORT_FILES, criteria, plot, report_markdown, spikes
 from .samples import generate, packed_samples
 from .trainer import (
@@ -130,7 +130,8 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
     out: dict[str, Any] = {}
     if env.is_main:
         if mixture is not None:
-            write_mixture(stage, mixture, plan, packed["by_source"], res.batches, tc)
+            val = val_loss_by_source(res.model, plan, packed["by_source"], tc, env.device, amp)
+            write_mixture(stage, mixture, plan, packed["by_source"], res.batches, tc, val)
         out = _write(cfg, stage, res, plan, tok, tok_path, tok_man, packed, env, amp, identity, wall, threads)
         publish_reports(stage.final_dir, cfg.run.report_dir, MIXTURE_FILES)
         shutil.rmtree(ckpts.dir, ignore_errors=True)  # the artifact holds the final checkpoint
