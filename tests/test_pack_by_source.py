@@ -98,3 +98,23 @@ def test_withdraw_refuses_by_source(runs):
     root, _, _ = runs
     with pytest.raises(ConfigError, match="by_source"):
         refuse_by_source(root / "data/t")
+
+
+def test_ray_executor_refuses_by_source(runs):
+    """Not implemented on Ray yet: a one-line ConfigError before any work, never a mixed result."""
+    from types import SimpleNamespace
+
+    from minideepseek.packing.config import PackStageConfig
+    from minideepseek.packing.stage import run_pack, upstream_hashes
+    from minideepseek.runconfig import load_stage_config
+
+    root, _, _ = runs
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        sets = ["pack.by_source=true", "pack.tail=pad"]  # a config not yet built: the stage runs
+        cfg = load_stage_config(PackStageConfig, "t.yaml", sets)
+        with pytest.raises(ConfigError, match="not implemented on --executor ray"):
+            run_pack(cfg, upstream_hashes("t.yaml", sets), "t.yaml", executor=SimpleNamespace(kind="ray"))
+    finally:
+        os.chdir(cwd)
