@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from ..arrow_io import shard_paths
-from ..config import ConfigError
 from ..runconfig import stage_config_hash
 from ..sources.base import rng_for
 from ..stage import InputRef, StageRun, peak_rss_mb, read_manifest, require_upstream, write_json_atomic, write_text_atomic
@@ -74,13 +73,14 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
              run_dir / DOCS, f"{tok.get_vocab_size():,}", f"{pc.seq_len:,}", pc.tail)
     by_source: dict[str, Any] | None = None
     try:
-        if pc.by_source:
-            if executor is not None and executor.kind == "ray":
-                raise ConfigError("pack.by_source=true is not implemented on --executor ray yet; run stage 4 "
-                                  "with --executor local (or set pack.by_source=false)")
+        ray = executor is not None and executor.kind == "ray"
+        if pc.by_source:  # one source at a time; on Ray each source's partitions are tasks
+            shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]
+            tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
             stats, by_source, doc_order = pack_by_source(
-                docs, lambda order: doc_batches(docs, order, pc.batch_docs), tok, pc, seed, tmp, tmp / ".work")
-        elif executor is not None and executor.kind == "ray":  # tokenize + pack per partition (partition.py)
+                docs, lambda order: doc_batches(docs, order, pc.batch_docs), tok, pc, seed, tmp, tmp / ".work",
+                executor if ray else None, shards, tok_path)
+        elif ray:  # tokenize + pack per partition (partition.py)
             shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]  # a Ray worker's cwd is not ours
             tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
             stats = pack_partitioned(executor, shards, doc_order, tok_path, tok.get_vocab_size(), pc,
