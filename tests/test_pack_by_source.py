@@ -125,3 +125,16 @@ def test_partitioned_by_source_writes_the_same_blocks(runs, tmp_path):
         os.chdir(cwd)
     assert {p.name: p.read_bytes() for p in sorted((copy / "data/t/packed").glob("*.arrow"))} == ref
     assert read_manifest(copy / "data/t/packed")["by_source"] == ref_table
+
+
+def test_dashboard_reads_by_source_run(runs):
+    import report
+
+    root, _, _ = runs
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        assert report.main(["show", "reports/t"]) == 0
+    finally:
+        os.chdir(cwd)
+    assert "the_stack_v2" in (root / "reports/dashboard.md").read_text()
