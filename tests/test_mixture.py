@@ -130,3 +130,14 @@ def test_epochs_table():
     assert t["math"]["phases"][0]["epochs"] == pytest.approx(0.1 * 3200 / 500)
     assert t["math"]["epochs"] == pytest.approx(0.1 * 3200 / 500 + 0.4 * 800 / 500)
     assert t["math"]["over_warning"] and not t["web"]["over_warning"]
+
+
+def test_stratified_heldout():
+    from minideepseek.train.loader import stratified_heldout
+
+    strata = [(0, 3), (3, 103), (103, 104), (104, 1104)]
+    held = stratified_heldout(strata, 16, seed=2)
+    assert len(held) == len(set(held.tolist())) == 16
+    per = [int(np.count_nonzero((held >= lo) & (held < hi))) for lo, hi in strata]
+    assert per[0] >= 1 and per[1] >= 1 and per[2] == 0 and per[3] > per[1]  # a 1-block source keeps its block
+    assert np.array_equal(held, stratified_heldout(strata, 16, seed=2))

@@ -33,6 +33,12 @@ def source_of_samples(plan: SamplePlan, table: dict[str, Any], samples: np.ndarr
     return np.searchsorted(bounds, np.asarray(samples, np.int64) // plan.windows, side="right")
 
 
+def source_ranges(packed: dict[str, Any]) -> list[tuple[int, int]] | None:
+    """The per-source block ranges of by_source packed data (None for mixed data)."""
+    table = packed.get("by_source")
+    return [tuple(table[n]["block_range"]) for n in sorted(table)] if table else None  # type: ignore[misc]
+
+
 def build_mixture(tc: TrainConfig, plan: SamplePlan, packed: dict[str, Any], run_dir: Path,
                   world: int) -> MixtureSampler | None:
     table = packed.get("by_source")

@@ -38,7 +38,7 @@ from ..stage import (
 from .config import TrainStageConfig
 from .dist import DistEnv
 from .loader import PackedBlocks, SamplePlan
-from .mixrun import MIXTURE_FILES, build_mixture, val_loss_by_source, write_mixture
+from .mixrun import MIXTURE_FILES, build_mixture, source_ranges, val_loss_by_source, write_mixture
 from .report import REPORT_FILES, criteria, plot, report_markdown, spikes
 from .samples import generate, packed_samples
 from .trainer import (
@@ -110,7 +110,7 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
     vocab = tok.get_vocab_size()
     blocks = PackedBlocks(run_dir / PACKED)
     plan = SamplePlan(blocks, tc.seq_len, tc.val_blocks, seed, vocab_size=vocab,
-                      val_windows_per_block=tc.val_windows_per_block)
+                      val_windows_per_block=tc.val_windows_per_block, strata=source_ranges(packed))
     log.info("%s: %s blocks of %s from %s -> %s training samples of %s (%s held-out blocks); vocab %s; %s rank(s) "
              "on %s, %s thread(s) each, %s", STAGE, f"{blocks.num_blocks:,}", f"{blocks.seq_len:,}", run_dir / PACKED,
              f"{len(plan.train_samples):,}", tc.seq_len, tc.val_blocks, f"{vocab:,}", env.world, env.device,
