@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 
 from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
-from minideepseek.crossdedup.config import DedupStageConfig
-from minideepseek.crossdedup.stage import run_dedup, upstream_hash
-from minideepseek.runconfig import load_stage_config
 
 
 def _run(args: argparse.Namespace) -> None:
+    # imported here, not at the top: --help must not pay for datasets/torch/tokenizers
+    from minideepseek.crossdedup.config import DedupStageConfig
+    from minideepseek.crossdedup.stage import run_dedup, upstream_hash
+    from minideepseek.runconfig import load_stage_config
     cfg = load_stage_config(DedupStageConfig, args.config, args.overrides)
     with open_executor(args) as ex:
         man = run_dedup(cfg, upstream_hash(args.config, args.overrides), args.config, force=args.force,
@@ -29,10 +30,14 @@ def _run(args: argparse.Namespace) -> None:
           f"{cfg.run.run_dir / 'mixed_dedup'}; report: {cfg.run.report_dir / 'dedup_report.md'}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = stage_parser("cross_source_dedup.py", __doc__ or "")
     add_executor_args(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
     return run_cli(_run, args)
 

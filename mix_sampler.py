@@ -1,7 +1,7 @@
 """Stage 1: sample documents from several sources by recipe weights.
 
     python mix_sampler.py --config configs/demo.yaml
-    python mix_sampler.py --config configs/demo.yaml --set sampler.target_docs=2000 --set sampler.target_tokens=null
+    python mix_sampler.py --config configs/demo.yaml --set sampler.target_docs=2000 --set run.name=docs2000
     python mix_sampler.py --config configs/deepseek_v3_1b.yaml      # Hugging Face hub recipe
 
 Writes data/<run>/mixed_raw (a `datasets` directory + manifest.json + rejects.jsonl) and
@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 
 from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
-from minideepseek.runconfig import load_stage_config
-from minideepseek.sampling.config import MixSamplerConfig
-from minideepseek.sampling.stage import run_mix_sampler
 
 
 def _run(args: argparse.Namespace) -> None:
+    # imported here, not at the top: --help must not pay for datasets/torch/tokenizers
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+    from minideepseek.sampling.stage import run_mix_sampler
     cfg = load_stage_config(MixSamplerConfig, args.config, args.overrides)
     with open_executor(args) as ex:
         man = run_mix_sampler(cfg, force=args.force, executor=ex)
@@ -27,10 +28,14 @@ def _run(args: argparse.Namespace) -> None:
           f"report: {cfg.run.report_dir / 'source_mix.md'}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = stage_parser("mix_sampler.py", __doc__ or "")
     add_executor_args(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
     return run_cli(_run, args)
 

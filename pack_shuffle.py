@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 
 from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
-from minideepseek.packing.config import PackStageConfig
-from minideepseek.packing.stage import ARTIFACT, run_pack, upstream_hashes
-from minideepseek.runconfig import load_stage_config
 
 
 def _run(args: argparse.Namespace) -> None:
+    # imported here, not at the top: --help must not pay for datasets/torch/tokenizers
+    from minideepseek.packing.config import PackStageConfig
+    from minideepseek.packing.stage import ARTIFACT, run_pack, upstream_hashes
+    from minideepseek.runconfig import load_stage_config
     cfg = load_stage_config(PackStageConfig, args.config, args.overrides)
     with open_executor(args) as ex:
         man = run_pack(cfg, upstream_hashes(args.config, args.overrides), args.config, force=args.force,
@@ -32,10 +33,14 @@ def _run(args: argparse.Namespace) -> None:
           f"{cfg.run.run_dir / ARTIFACT}; report: {cfg.run.report_dir / 'packing_report.md'}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = stage_parser("pack_shuffle.py", __doc__ or "")
     add_executor_args(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
     return run_cli(_run, args)
 

@@ -50,22 +50,50 @@ def _main(args: argparse.Namespace) -> int:
     return 5 if (flags and args.fail_on_drift) else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="report.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--reports-dir", default="reports")
-    p.add_argument("--data-dir", default="data")
-    p.add_argument("--out", help="where dashboard.{html,md,json} go (default: --reports-dir)")
-    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+def _add_common(p: argparse.ArgumentParser, sub: bool) -> None:
+    """Options accepted before the subcommand and after it (``compare A B --out DIR``). After it they are
+    parsed into ``sub_*`` names with no default and merged in ``build_parser().parse_args``' caller."""
+    pre = "sub_" if sub else ""
+    d = (lambda v: argparse.SUPPRESS) if sub else (lambda v: v)
+    p.add_argument("--reports-dir", dest=pre + "reports_dir", default=d("reports"), metavar="DIR",
+                   help="where runs' reports are (default: reports)")
+    p.add_argument("--data-dir", dest=pre + "data_dir", default=d("data"), metavar="DIR",
+                   help="where runs' artifacts are, for stage wall times (default: data)")
+    p.add_argument("--out", dest=pre + "out", default=d(None), metavar="DIR",
+                   help="where dashboard.{html,md,json} go (default: --reports-dir)")
+    p.add_argument("--threshold", dest=pre + "threshold", action="append", default=d([]), metavar="NAME=VALUE",
                    help=f"drift threshold, repeatable; names: {', '.join(f.name for f in dataclasses.fields(Thresholds))}")
-    p.add_argument("--fail-on-drift", action="store_true", help="exit 5 when a drift flag fires")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--fail-on-drift", dest=pre + "fail_on_drift", action="store_true", default=d(False),
+                   help="exit 5 when a drift flag fires")
+    p.add_argument("--log-level", dest=pre + "log_level", default=d("INFO"), metavar="LEVEL")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="report.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_common(p, sub=False)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("show", help="one run")
     s.add_argument("run")
+    _add_common(s, sub=True)
     c = sub.add_parser("compare", help="two runs side by side, with drift flags")
     c.add_argument("run_a")
     c.add_argument("run_b")
-    args = p.parse_args(argv)
+    _add_common(c, sub=True)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse, merging options given after the subcommand into the same names (those win; thresholds add up)."""
+    args = build_parser().parse_args(argv)
+    for k in [k for k in vars(args) if k.startswith("sub_")]:
+        v, name = getattr(args, k), k[4:]
+        setattr(args, name, getattr(args, name) + v if name == "threshold" else v)
+        delattr(args, k)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     setup_logging(args.log_level)
     rc = {"rc": 0}
 

@@ -2,9 +2,9 @@
 # Run the pipeline end to end on a config (default: the offline demo corpus).
 #
 #   bash run_pipeline.sh                              # configs/demo.yaml, every stage
-#   bash run_pipeline.sh --config configs/classroom.yaml
+#   bash run_pipeline.sh --config configs/classroom.yaml   # all 5 stages in a lesson (README "In class")
 #   bash run_pipeline.sh --from mix_sampler --force   # rerun from one stage on
-#   bash run_pipeline.sh --only mix_sampler --set sampler.target_docs=2000
+#   bash run_pipeline.sh --only mix_sampler --set sampler.target_docs=2000 --set run.name=docs2000
 #   NPROC=2 bash run_pipeline.sh --only smoke_train   # smoke train under torchrun, 2 processes
 #   bash run_pipeline.sh withdraw --id ID --why "..."  # deletion request (withdraw.py), then rerun what is stale
 #   bash run_pipeline.sh --executor ray [--ray-address HOST:6379]   # stages 1-4 on a Ray cluster (same artifacts)

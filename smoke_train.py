@@ -23,14 +23,16 @@ import sys
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from minideepseek.cli import run_cli, setup_logging, stage_parser  # noqa: E402
-from minideepseek.runconfig import load_stage_config  # noqa: E402
-from minideepseek.train.config import TrainStageConfig  # noqa: E402
-from minideepseek.train.stage import ARTIFACT, run_smoke_train, upstream_hashes  # noqa: E402
 
 RANK = int(os.environ.get("RANK", 0))
 
 
 def _run(args: argparse.Namespace) -> None:
+    # imported here, not at the top: --help must not pay for torch (seconds)
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.train.config import TrainStageConfig
+    from minideepseek.train.stage import ARTIFACT, run_smoke_train, upstream_hashes
+
     cfg = load_stage_config(TrainStageConfig, args.config, args.overrides, quiet=RANK != 0)
     man = run_smoke_train(cfg, upstream_hashes(args.config, args.overrides), args.config, force=args.force)
     args.outcome, args.fail_on_criteria = man, cfg.train.fail_on_criteria
@@ -48,9 +50,12 @@ def _run(args: argparse.Namespace) -> None:
           f"{cfg.run.run_dir / ARTIFACT}; report: {cfg.run.report_dir / 'smoke_train.md'}")
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return stage_parser("smoke_train.py", __doc__ or "")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser("smoke_train.py", __doc__ or "")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     setup_logging(args.log_level if RANK == 0 else "WARNING")
     if RANK:
         for h in logging.getLogger().handlers:

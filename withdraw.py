@@ -3,7 +3,7 @@
     python withdraw.py --id fineweb_edu/0123456789abcdef --who "legal@example.org" --why "takedown #12"
     python withdraw.py --url 'https://docs.python.org/3.11/library/*' --why "license change"
     python withdraw.py --text "a distinctive passage of at least twenty characters"
-    python withdraw.py --hash <sha256 of the normalized text> --dry-run     # show what would change
+    python withdraw.py --hash "$(python -m minideepseek.withdraw.tickets hash page.txt)" --dry-run   # show only
     python withdraw.py --source arxiv --set withdraw.max_docs=1000
     python withdraw.py --resume                                              # finish an interrupted one
     bash run_pipeline.sh withdraw --id ...                                   # then rerun what went stale
@@ -21,13 +21,15 @@ from __future__ import annotations
 import argparse
 
 from minideepseek.cli import run_cli, setup_logging, stage_parser
-from minideepseek.runconfig import load_stage_config
-from minideepseek.withdraw.config import WithdrawStageConfig
-from minideepseek.withdraw.run import Withdrawal
-from minideepseek.withdraw.tickets import SELECTOR_KINDS, Selector
 
 
 def _run(args: argparse.Namespace) -> int:
+    # imported here, not at the top: --help must not pay for datasets/tokenizers
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.withdraw.config import WithdrawStageConfig
+    from minideepseek.withdraw.run import Withdrawal
+    from minideepseek.withdraw.tickets import SELECTOR_KINDS, Selector
+
     cfg = load_stage_config(WithdrawStageConfig, args.config, args.overrides, quiet=True)
     w = Withdrawal(cfg, args.config, args.overrides)
     if args.resume:
@@ -36,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     return w.request(selectors, args.who, args.why, args.retrain_tokenizer, args.dry_run)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = stage_parser("withdraw.py", __doc__ or "")
     g = p.add_argument_group("what to withdraw (repeatable, combined with OR)")
     g.add_argument("--id", action="append", help="document id (its upsampled #eK copies follow)")
@@ -51,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retrain-tokenizer", action="store_true",
                    help="when the withdrawn share of the tokenizer's training sample reaches withdraw.retrain_share, "
                         "retrain it and re-pack everything (never done without this flag)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     if args.force:
         p.error("--force does not apply to withdraw.py")

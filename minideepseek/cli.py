@@ -79,6 +79,7 @@ def run_cli(fn, args: argparse.Namespace, validate: bool = True) -> int:  # type
             validate_all(args.config, args.overrides)
         fn(args)
     except ConfigError as exc:
+        # once: the log handler and this line both go to stderr, so logging it too printed it twice
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

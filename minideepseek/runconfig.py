@@ -94,8 +94,44 @@ def load_stage_config(cls: type[T], path: str | Path, overrides: list[str] | Non
     subset = {k: v for k, v in data.items() if k in names}
     cfg = build(cls, subset, where=Path(path).stem)
     if not quiet:
-        log.info("resolved config: %s", to_plain(cfg))
+        log_config(cfg, path)
     return cfg
+
+
+# The figures that size a run, by section: the INFO digest names those the stage's config has.
+_TARGETS = (("sampler", ("target_docs", "target_tokens")), ("dedup", ("threshold",)), ("tokenizer", ("vocab_size",)),
+            ("pack", ("seq_len",)), ("train", ("max_steps", "n_layer", "d_model")))
+
+
+def config_digest(cfg: object) -> str:
+    """One line: run name, seed, config hash, and the targets this stage's config sets."""
+    from .config import config_hash
+
+    run = getattr(cfg, "run", None)
+    parts = []
+    for section, keys in _TARGETS:
+        sec = getattr(cfg, section, None)
+        for k in keys:
+            v = getattr(sec, k, None) if sec is not None else None
+            if v is not None:
+                parts.append(f"{section}.{k}={v:,}" if isinstance(v, int) and not isinstance(v, bool)
+                             else f"{section}.{k}={v}")
+    sources = getattr(cfg, "sources", None)
+    if sources:
+        parts.append("sources " + "/".join(f"{s.name}:{s.weight:g}" for s in sources))
+    name = getattr(run, "name", "?")
+    seed = getattr(run, "seed", "?")
+    return f"run {name} (seed {seed}), config {config_hash(cfg)[:12]}: " + (", ".join(parts) or "no targets")
+
+
+def log_config(cfg: object, path: str | Path) -> None:
+    """The resolved config: a one-line digest at INFO, the whole tree as indented YAML at DEBUG."""
+    import yaml
+
+    log.info("config %s: %s", path, config_digest(cfg))
+    if log.isEnabledFor(logging.DEBUG):
+        text = yaml.safe_dump(to_plain(cfg), sort_keys=False, allow_unicode=True, default_flow_style=False, indent=2)
+        log.debug("resolved config (%s):\n%s", path, text.rstrip())
 
 
 def stage_config_hash(cls: type, path: str | Path, overrides: list[str] | None = None) -> str:

@@ -59,8 +59,7 @@ def figures(run: RunConfig) -> dict[str, Any]:
         out["packing"] = {k: pk.get(k) for k in ("blocks", "tokens_in_blocks", "packing_efficiency", "seq_len")}
     st = _load(rep / "smoke_train.json")
     if st:
-        out["smoke_train"] = {k: st.get(k) for k in ("first_loss", "last_loss", "val_loss_first", "val_loss_last",
-                                                      "passed")}
+        out["smoke_train"] = smoke_train_figures(st)
     # from the artifact, not the report folder: a committed example release note must not be claimed by
     # a fresh run that withdrew nothing
     raw = read_manifest(rd / "mixed_raw") or {}
@@ -69,6 +68,22 @@ def figures(run: RunConfig) -> dict[str, Any]:
         out["withdrawals"] = tickets
     out["environment"] = {"python": platform.python_version(), "packages": package_versions(), "git_commit": git_commit()}
     return out
+
+
+def smoke_train_figures(st: dict[str, Any]) -> dict[str, Any]:
+    """The figures a reader checks first, from ``smoke_train.json`` (its nested layout: loss/val/throughput/
+    criteria). A missing section is None, never a guess."""
+    loss, val = st.get("loss") or {}, st.get("val") or {}
+    thr, crit = st.get("throughput") or {}, st.get("criteria") or {}
+    return {"steps": (st.get("steps") or {}).get("last"), "loss_first": loss.get("first"), "loss_last": loss.get("last"),
+            "val_first": val.get("first"), "val_last": val.get("last"),
+            "median_tokens_per_s": thr.get("median_tokens_per_s"), "passed": crit.get("passed"),
+            "failed_criteria": [k for k, v in crit.items() if isinstance(v, dict) and v.get("ok") is False],
+            "params": ((st.get("model") or {}).get("params") or {}).get("total")}
+
+
+def _num(v: Any, fmt: str = ",") -> str:
+    return "n/a" if v is None else format(v, fmt)
 
 
 def markdown(f: dict[str, Any]) -> str:
@@ -81,18 +96,30 @@ def markdown(f: dict[str, Any]) -> str:
     lines += ["", "## Figures", ""]
     if "docs_sampled" in f:
         lines.append(f"- sampled: {f['docs_sampled']:,} docs, {f['tokens_sampled_deepseek']:,} DeepSeek tokens; "
-                     f"max mix deviation {f['mix_max_deviation_pp']} pp; filtered {f.get('filtered', 0):,} docs")
+                     f"max mix deviation {f['mix_max_deviation_pp']} pp; filtered {f.get('filtered') or 0:,} docs")
     if "dedup" in f:
         d = f["dedup"]
-        lines.append(f"- dedup: {d['docs_in']:,} -> {d['docs_out']:,} docs ({d['removed']}), duplicate rate "
+        removed = ", ".join(f"{k} {v:,}" for k, v in d["removed"].items()) or "none"
+        lines.append(f"- dedup: {d['docs_in']:,} -> {d['docs_out']:,} docs (removed: {removed}), duplicate rate "
                      f"{100 * d['dup_rate']:.2f}%")
     if "tokenizer" in f:
         t = f["tokenizer"]
-        lines.append(f"- tokenizer: vocab {t['vocab']:,} (target {t['target']:,}); round trip {t['round_trip']}")
+        rt = t.get("round_trip") or {}
+        rt_s = f"{rt['ok']:,}/{rt['docs']:,} held-out docs" if "ok" in rt and "docs" in rt else "n/a"
+        lines.append(f"- tokenizer: vocab {t['vocab']:,} (target {t['target']:,}); round trip {rt_s}")
     if "packing" in f:
-        lines.append(f"- packing: {f['packing']}")
+        pk = f["packing"]
+        eff = "n/a" if pk.get("packing_efficiency") is None else f"{100 * pk['packing_efficiency']:.2f}%"
+        lines.append(f"- packing: {_num(pk.get('blocks'))} blocks of {_num(pk.get('seq_len'))} tokens = "
+                     f"{_num(pk.get('tokens_in_blocks'))} tokens, efficiency {eff}")
     if "smoke_train" in f:
-        lines.append(f"- smoke train: {f['smoke_train']}")
+        t = f["smoke_train"]
+        verdict = {True: "PASS", False: "FAIL", None: "n/a"}[t["passed"]]
+        failed = f" (failed: {', '.join(t['failed_criteria'])})" if t["failed_criteria"] else ""
+        lines.append(f"- smoke train: {_num(t['steps'])} steps, loss {_num(t['loss_first'], '.3f')} -> "
+                     f"{_num(t['loss_last'], '.3f')}, validation {_num(t['val_first'], '.3f')} -> "
+                     f"{_num(t['val_last'], '.3f')}, {_num(t['median_tokens_per_s'], ',.0f')} tokens/s (median); "
+                     f"{verdict}{failed}")
     if f.get("withdrawals"):
         lines.append(f"- withdrawals: {len(f['withdrawals'])} ticket(s) applied, see [release_note.md](release_note.md)")
     env = f["environment"]

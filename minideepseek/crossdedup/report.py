@@ -12,8 +12,10 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from ..dedup import band_keys, exact_jaccard, s_curve
+from ..progress import phases_line
 from ..sources.base import rng_for
 from ..stage import peak_rss_mb
 
@@ -66,7 +68,7 @@ def measure_s_curve(nd: Any, cfg: Any, seed: int) -> dict[str, Any]:
     rng = rng_for(seed, "scurve")
     picks = rng.choice(len(nd.doc_index), size=min(cfg.scurve_docs, len(nd.doc_index)), replace=False)
     js, cands = [], []
-    for k in sorted(picks.tolist()):
+    for k in tqdm(sorted(picks.tolist()), unit="docs", desc="S-curve check", mininterval=2):
         text = nd.text_of(int(nd.doc_index[k]))
         words = text.split(" ")
         if len(words) < 30:
@@ -170,7 +172,8 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
         f"keep: {p['keep_policy']} ({p['source_priority']}).", "",
         f"Documents: {rep['docs_in']:,} in, {rep['docs_out']:,} out; removed: "
         + ", ".join(f"{k} {v:,}" for k, v in rep["removed"].items()) + f" (rate {100 * rep['rate']:.2f}%, "
-        f"duplicates {100 * rep['dup_rate']:.2f}%). Wall {rep['wall_s']} s, peak RSS {rep['peak_rss_mb']} MB.", "",
+        f"duplicates {100 * rep['dup_rate']:.2f}%). Wall {rep['wall_s']} s (the whole stage"
+        + (f": {phases_line(rep['phases_s'])}" if rep.get("phases_s") else "") + f"), peak RSS {rep['peak_rss_mb']} MB.", "",
         "## Per source", "", "| source | docs in | exact | near | contamination | rate |", "|---|---:|---:|---:|---:|---:|",
     ]
     for s, c in rep["per_source"].items():

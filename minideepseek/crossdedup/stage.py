@@ -28,6 +28,7 @@ from ..config import ConfigError
 from ..decontam import ContaminationIndex
 from ..executor import LocalExecutor
 from ..profile import profile_dataset, profile_markdown
+from ..progress import Laps, phases_line
 from ..records import DOC_FEATURES, base_id
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
@@ -80,6 +81,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     components = [t[0].split(":", 2)[-1] if t else "" for t in meta.pop("audit_trace")]
     n = len(ids)
     log.info("%s: %s documents from %s", STAGE, f"{n:,}", src_dir)
+    laps = Laps(STAGE, log)  # every phase's time goes to the log and the report (wall = the whole stage)
     is_copy = np.array(["#e" in i for i in ids], dtype=bool)
     index_of = {doc_id: i for i, doc_id in enumerate(ids)}
     removed: dict[int, dict[str, Any]] = {}  # doc index -> why
@@ -100,6 +102,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
                 if i != keep:
                     removed[i] = {"reason": "exact", "kept": ids[keep], "kept_source": srcs[keep], "jaccard": 1.0}
     n_exact = len(removed)
+    laps.lap("read + exact")
 
     # 2. near duplicates among the survivors
     near_info: dict[str, Any] = {}
@@ -133,6 +136,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
                                   "jaccard": nd.pair_jaccard(i, keep)}
         near_info["clusters"] = [sorted(c) for c in clusters]
     n_near = len(removed) - n_exact
+    laps.lap("near (signatures, candidates, verification)")
 
     # 3. decontamination of what is left
     hits_all = []
@@ -155,6 +159,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     else:
         contamination = {"enabled": False}
     flagged = {h.doc_id for h in hits_all}
+    laps.lap("decontamination")
 
     # upsampled copies follow their original
     for i in np.flatnonzero(is_copy).tolist():
@@ -185,18 +190,24 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
         for h in hits_all:
             fh.write(json.dumps(h.__dict__, ensure_ascii=False) + "\n")
 
+    laps.lap("write survivors")
     kept_mask = np.ones(n, dtype=bool)
     kept_mask[list(removed)] = False
     mix = post_dedup_mix(recipe, srcs, n_tokens, n_chars, kept_mask)
     report = build_dedup_report(cfg, ids, srcs, n_chars, removed, near_info, exact_groups, mix,
                                 nd if dc.near else None, stage.elapsed(), components, index_of)
+    laps.lap("report (sampled pairs, S-curve check)")
     if dc.near:
         nd.close()  # the Ray engine's work files live in tmp: gone before the commit lists the outputs
     contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
                           "per_benchmark": dict(Counter(h.benchmark for h in hits_all)),
                           "per_source": dict(sorted(Counter(h.source for h in hits_all).items())),
                           "listing": [h.__dict__ for h in hits_all[:200]]})
+    laps.start("data profile")
     profile = profile_dataset(tmp)
+    laps.lap("data profile")
+    report["wall_s"], report["phases_s"] = round(stage.elapsed(), 2), laps.as_dict()  # all but the commit's checksums
+    log.info("%s: phases %s", STAGE, phases_line(report["phases_s"]))
     write_json_atomic(tmp / "data_profile.json", profile)
     write_text_atomic(tmp / "data_profile.md", profile_markdown(profile))
     write_json_atomic(tmp / "dedup_report.json", report)

@@ -110,6 +110,19 @@ def build_report(st: PackStats, pc: PackConfig, recipe: dict[str, float], sample
     }
 
 
+def _target_sentence(target: dict[str, Any] | None) -> str:
+    """What stage 1's quota counted (``stage1_target``: ``{"unit": "docs"|"tokens", "value": N}``), so the
+    comparison below says what it compares against."""
+    lead = "here the same documents are counted in our tokens (EOT excluded)"
+    if target and target.get("unit") == "docs":
+        return (f"Stage 1 met the recipe in documents ({target['value']:,} targeted), not tokens; {lead}, so a "
+                "deviation is mostly the sources' different document lengths, plus dedup.")
+    if target and target.get("unit") == "tokens":
+        return (f"Stage 1 met the recipe in DeepSeek-V3 tokens ({target['value']:,} targeted); {lead}, so a deviation "
+                "is our tokenizer compressing a domain differently, plus dedup.")
+    return f"Stage 1's target unit is not recorded; {lead}."
+
+
 def report_markdown(r: dict[str, Any]) -> str:
     t, e = r["timing"], r["eot"]
     tail = (f"dropped tail: {r['dropped_tail_tokens']:,} tokens ({len(r['tail_docs']['dropped_entirely'])} docs in no "
@@ -134,8 +147,7 @@ def report_markdown(r: dict[str, Any]) -> str:
         f"| peak RSS | {t['peak_rss_mb']} MiB |", "",
         f"Spans: {r['span_convention']}.", "",
         "## Source shares in our tokens vs the recipe", "",
-        "Stage 1 met the recipe in DeepSeek-V3 tokens; here the same documents are counted in our tokens "
-        "(EOT excluded), so a deviation is our tokenizer compressing a domain differently, plus dedup.", "",
+        _target_sentence(r.get("stage1_target")), "",
         "| source | docs | tokens | share | recipe | deviation |", "|---|---:|---:|---:|---:|---:|",
     ]
     for name, s in r["per_source"].items():

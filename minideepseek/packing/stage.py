@@ -63,6 +63,15 @@ def recipe_weights(run_dir: Path) -> dict[str, float]:
     return {s["name"]: float(s["weight"]) for s in man.get("config", {}).get("sources", [])}
 
 
+def stage1_target(run_dir: Path) -> dict[str, Any] | None:
+    """What stage 1's quota counted, from its manifest: the report compares shares against it."""
+    sampler = ((read_manifest(run_dir / "mixed_raw") or {}).get("config") or {}).get("sampler") or {}
+    for unit in ("docs", "tokens"):
+        if sampler.get(f"target_{unit}"):
+            return {"unit": unit, "value": sampler[f"target_{unit}"]}
+    return None
+
+
 def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: StageRun,
            executor: Any = None) -> dict[str, Any]:
     pc, seed, run_dir = cfg.pack, cfg.run.seed, cfg.run.run_dir
@@ -95,6 +104,7 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     samples = decode_samples(tmp, tok, pc.decode_samples, rng_for(seed, "pack", "decode"))
     report = build_report(stats, pc, recipe_weights(run_dir), samples, wall_s=stage.elapsed(),
                           peak_rss=peak_rss_mb(), threads=pc.num_threads)
+    report["stage1_target"] = stage1_target(run_dir)
     report["orders"] = {"doc_order_sha256": order_sha256(doc_order),
                         "block_order_sha256": stats.block_order_sha256}
     extra: dict[str, Any] = {"orders": report["orders"]}

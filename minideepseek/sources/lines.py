@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,35 +65,37 @@ def _raw_chunks(path: Path) -> Iterator[bytes]:
             yield block
 
 
-def _gzip_chunks(path: Path) -> Iterator[bytes]:
-    """Decompress gzip member by member (concatenated members are legal); raise FileProblem on a cut
-    or corrupt stream after yielding everything that decompressed before the bad bytes."""
-    d = zlib.decompressobj(wbits=31)
+def _frames(path: Path, fmt: str, new: Callable[[], Any], error: type[Exception], magic: bytes) -> Iterator[bytes]:
+    """Decompress member by member (concatenated gzip members / zstd frames are legal); raise
+    FileProblem on a cut or corrupt stream after yielding everything that decompressed before the bad
+    bytes (zstd keeps no copyable state, so a damaged zstd block is lost whole)."""
+    d = new()
     fed = False
     for block in _raw_chunks(path):
         while block:
-            snap = d.copy()
+            snap = d.copy() if hasattr(d, "copy") else None
             try:
                 out = d.decompress(block)
-            except zlib.error as exc:
-                yield from _salvage(snap, block)
-                raise FileProblem("corrupt", f"corrupt gzip data ({exc})") from None
+            except error as exc:
+                if snap is not None:
+                    yield from _salvage(snap, block)
+                raise FileProblem("corrupt", f"corrupt {fmt} data ({exc})") from None
             fed = True
             if out:
                 yield out
             if d.eof:
                 block = d.unused_data
-                d = zlib.decompressobj(wbits=31)
+                d = new()
                 fed = False
-                if block and not block.startswith(_GZIP[:1]):
+                if block and not block.startswith(magic[:1]):
                     return  # trailing zero padding after the last member: what gzip(1) ignores too
             else:
                 block = b""
     if fed and not d.eof:
-        tail = d.flush()
+        tail = d.flush() if fmt == "gzip" else b""
         if tail:
             yield tail
-        raise FileProblem("truncated", "gzip stream ends before its end-of-stream marker (file cut short)")
+        raise FileProblem("truncated", f"{fmt} stream ends before its end-of-stream marker (file cut short)")
 
 
 def _salvage(d: Any, block: bytes, step: int = 256) -> Iterator[bytes]:
@@ -117,37 +119,16 @@ def _salvage(d: Any, block: bytes, step: int = 256) -> Iterator[bytes]:
             yield out
 
 
-def _zstd_chunks(path: Path) -> Iterator[bytes]:
-    import zstandard
-
-    dctx = zstandard.ZstdDecompressor()
-    d = dctx.decompressobj()
-    fed = False
-    for block in _raw_chunks(path):
-        while block:
-            try:
-                out = d.decompress(block)
-            except zstandard.ZstdError as exc:
-                raise FileProblem("corrupt", f"corrupt zstd data ({exc})") from None
-            fed = True
-            if out:
-                yield out
-            if d.eof:
-                block = d.unused_data
-                d = dctx.decompressobj()
-                fed = False
-            else:
-                block = b""
-    if fed and not d.eof:
-        raise FileProblem("truncated", "zstd stream ends inside a frame (file cut short)")
-
-
 def decompressed_chunks(path: Path, compression: str) -> Iterator[bytes]:
     if compression == "gzip":
-        return _gzip_chunks(path)
+        return _frames(path, "gzip", lambda: zlib.decompressobj(wbits=31), zlib.error, _GZIP)
     if compression == "zstd":
-        return _zstd_chunks(path)
+        import zstandard
+
+        dctx = zstandard.ZstdDecompressor()
+        return _frames(path, "zstd", dctx.decompressobj, zstandard.ZstdError, _ZSTD)
     return _raw_chunks(path)
+
 
 
 class LineReader:

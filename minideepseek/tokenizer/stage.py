@@ -17,6 +17,7 @@ import numpy as np
 
 from ..arrow_io import iter_dataset_rows, read_columns, shard_paths
 from ..packing.mapped import take_texts
+from ..progress import Heartbeat
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic
 from .build import new_tokenizer, new_trainer
@@ -91,7 +92,10 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
 
     tok = new_tokenizer(tc)
     t0 = time.time()
-    tok.train_from_iterator(_texts(src, train_idx, executor=executor), trainer=new_trainer(tc), length=len(train_idx))
+    with Heartbeat(STAGE, "BPE training", len(train_idx), after="computing merges", logger=log) as hb:  # progress
+        tok.train_from_iterator(hb.count(_texts(src, train_idx, executor=executor), len), trainer=new_trainer(tc),
+                                length=len(train_idx))
+    log.info("%s: BPE training done in %.1f s", STAGE, time.time() - t0)
     train_s = time.time() - t0
     rss = peak_rss_mb()
     final_vocab = tok.get_vocab_size()
@@ -108,6 +112,8 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
     for i, row in enumerate(iter_dataset_rows(src, columns=["text"])):
         if i in held_idx:
             heldout[held_idx[i]].append(row["text"])
+    log.info("%s: evaluating on %s held-out docs (ours%s) ...", STAGE, f"{len(held_idx):,}",
+             " vs DeepSeek-V3 and Qwen2.5" if tc.eval_reference else "")
     cands = [ours(tok)]
     if tc.eval_reference:
         cands.append(deepseek())

@@ -23,6 +23,7 @@ import torch
 from tokenizers import Tokenizer
 
 from ..config import to_plain
+from ..progress import Laps
 from ..runconfig import stage_config_hash
 from ..sources.base import rng_for
 from ..stage import (
@@ -147,12 +148,19 @@ def _write(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: Sampl
     tc, seed = cfg.train, cfg.run.seed
     tmp = stage.tmp_dir
     assert tmp is not None
+    laps = Laps(STAGE, log)  # after the last step: each phase logged with its time
     mcfg = model_config(tc, plan.vocab_size or 0)
     torch.save(final_checkpoint(res, identity, mcfg), tmp / "checkpoint.pt")
     write_json_atomic(tmp / "state_digest.json", state_digest(res.model, res.optimizer))
+    laps.lap("checkpoint + state digest")
+    if tc.bench_steps:
+        laps.start(f"doc-mask benchmark ({tc.bench_steps} steps with and without the mask)")
     bench = bench_doc_mask(res.model, plan, tc, env.device, amp, tc.bench_steps) if tc.bench_steps else None
+    laps.lap("doc-mask benchmark")
     packed_dec = packed_samples(plan, tok, tc.decode_samples, rng_for(seed, "train", "decode"))
+    laps.start(f"generating {tc.generate_tokens} tokens for each of the report's prompts")
     gens = generate(res.model, tok, env.device, tc.generate_tokens, seed)
+    laps.lap("decoded samples + generations")
     with (tmp / "metrics.jsonl").open("w", encoding="utf-8") as fh:
         for h in res.history:
             fh.write(json.dumps({"kind": "train", **h}) + "\n")
@@ -169,6 +177,7 @@ def _write(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: Sampl
          f"tokens/step")
     write_json_atomic(tmp / "smoke_train.json", report)
     write_text_atomic(tmp / "smoke_train.md", report_markdown(report))
+    laps.lap("report + loss plot")
     c = report["criteria"]
     counters = {"steps": res.step, "world_size": env.world, "params": report["model"]["params"]["total"],
                 "tokens_trained": res.step * report["batch"]["global_tokens"], "first_loss": report["loss"]["first"],

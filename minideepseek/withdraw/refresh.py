@@ -233,6 +233,7 @@ def refresh_packed(tmp: Path, old: dict[str, Any], st: PackStats, pack_cfg: Any,
                        threads=t["threads"])
     rep["timing"] = t  # the original run's timing: a withdrawal does not re-pack the whole run
     rep["orders"] = old.get("orders")
+    rep["stage1_target"] = old.get("stage1_target")
     for w in old.get("withdrawals", []):
         rep.setdefault("withdrawals", []).append(w)
     rep, n = redact(rep, bases)

@@ -1,0 +1,264 @@
+"""Regenerate the README's measured figures from one run's reports, so they cannot drift from them.
+
+    python -m minideepseek.readme_figures                 # rewrite README.md from reports/demo
+    python -m minideepseek.readme_figures --check         # exit 1 (and show the diff) if README.md differs
+    python -m minideepseek.readme_figures --run demo --reports-dir reports --readme README.md
+
+The README marks each generated region:
+
+    <!-- figures:NAME -->
+    ...generated, do not edit by hand...
+    <!-- /figures:NAME -->
+
+and NAME says what goes there (``BLOCKS`` below; ``NAME@RUN`` takes another run's reports, e.g. the
+withdrawal example's own run). Everything is read from the run's JSON reports
+(``reports/<run>/*.json``; stage wall times and peak RSS from ``summary.json``, which copies them from
+the stage manifests), never typed in. A key that a report no longer has stops the script with the file
+and the key path, rather than printing a stale or empty figure. ``tests/test_readme_figures.py`` fails
+when the committed README differs from what the committed example reports give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MARKER = re.compile(r"<!-- figures:(?P<name>[\w.@-]+) -->\n(?P<body>.*?)<!-- /figures:(?P=name) -->", re.S)
+
+
+class FiguresError(RuntimeError):
+    """A report or key the README's figures need is missing: regenerate the run, or update this module."""
+
+
+class Reports:
+    """Lazy access to ``reports/<run>/<name>.json`` with key paths that fail clearly."""
+
+    def __init__(self, report_dir: Path) -> None:
+        self.dir = report_dir
+        self._cache: dict[str, Any] = {}
+
+    def doc(self, name: str) -> Any:
+        if name not in self._cache:
+            path = self.dir / f"{name}.json"
+            if not path.is_file():
+                raise FiguresError(f"{path} is missing: run the pipeline for this run (or pass --run/--reports-dir)")
+            self._cache[name] = json.loads(path.read_text(encoding="utf-8"))
+        return self._cache[name]
+
+    def get(self, name: str, *path: str | int) -> Any:
+        cur = self.doc(name)
+        for i, k in enumerate(path):
+            try:
+                cur = cur[k]
+            except (KeyError, IndexError, TypeError):
+                where = ".".join(map(str, path[: i + 1]))
+                raise FiguresError(f"{self.dir / (name + '.json')} has no key {where!r}; the report format changed: "
+                                   f"update minideepseek/readme_figures.py (or regenerate the run)") from None
+        return cur
+
+    def stage(self, artifact: str) -> dict[str, Any]:
+        for s in self.get("summary", "stages"):
+            if s.get("artifact") == artifact:
+                if s.get("wall_s") is None:
+                    raise FiguresError(f"{self.dir / 'summary.json'}: stage {artifact} has no wall time (not run?)")
+                return s
+        raise FiguresError(f"{self.dir / 'summary.json'} lists no stage {artifact!r}")
+
+
+def _pct(x: float, nd: int = 1) -> str:
+    return f"{100 * x:.{nd}f}%"
+
+
+def _s(x: float) -> str:
+    return f"{x:.1f} s" if x < 100 else f"{x:.0f} s"
+
+
+def _by_source(items: Any) -> dict[str, Any]:
+    """``[{"source": name, ...}, ...]`` or ``{name: {...}}`` -> ``{name: {...}}``."""
+    return {x["source"]: x for x in items} if isinstance(items, list) else dict(items)
+
+
+def demo_table(r: Reports) -> str:
+    """The "Measured on the demo" table: one row per stage, every figure from the reports."""
+    unit = r.get("source_mix", "unit")
+    tot = r.get("source_mix", "totals")
+    mix = _by_source(r.get("source_mix", "sources"))
+    fsrc = _by_source(r.get("filter_report", "sources"))
+    tok_or_docs = "share_tokens" if unit == "tokens" else "share_docs"
+    s1, s2, s3, s4, s5 = (r.stage(a) for a in ("mixed_raw", "mixed_dedup", "tokenizer", "packed", "smoke_train"))
+    rows = [("stage 1 output",
+             f"{tot['docs']:,} documents, {tot['tokens']:,} DeepSeek tokens, {tot['chars'] / 1e6:.1f} M chars; "
+             f"{r.get('source_mix', 'totals', 'rejects'):,} invalid rejects, "
+             f"{r.get('filter_report', 'totals', 'dropped'):,} filtered ("
+             + ", ".join(f"{n} {_pct(s['drop_rate'])}" for n, s in fsrc.items()) + " of evaluated docs)"),
+            ("stage 1 time", f"{_s(s1['wall_s'])}, {s1['peak_rss_mb']:,.0f} MB peak RSS"),
+            (f"mix vs recipe ({'token' if unit == 'tokens' else 'document'} share)",
+             " / ".join(f"{n} {_pct(s[tok_or_docs], 2)}" for n, s in mix.items())
+             + f"; max deviation {tot['max_abs_deviation_pp']:.3f} pp (tolerance {r.get('source_mix', 'tolerance_pp')} pp)")]
+    dd = r.doc("dedup_report")
+    removed = ", ".join(f"{v:,} {k}" for k, v in r.get("dedup_report", "removed").items()) or "nothing"
+    rows.append(("stage 2", f"{r.get('dedup_report', 'docs_in'):,} -> {r.get('dedup_report', 'docs_out'):,} "
+                 f"documents ({removed}; duplicate rate {_pct(dd['dup_rate'], 2)}), "
+                 f"{r.get('contamination_report', 'hits'):,} benchmark hits; {_s(s2['wall_s'])}, "
+                 f"{s2['peak_rss_mb']:,.0f} MB peak RSS"))
+    te = r.doc("tokenizer_eval")
+    sample = r.get("tokenizer_eval", "sample")
+    train_docs = sum(v["train_docs"] for v in sample.values())
+    train_chars = sum(v["train_chars"] for v in sample.values())
+    held = sum(v["heldout_docs"] for v in sample.values())
+    rt = r.get("tokenizer_eval", "round_trip", "ours")
+    per = r.get("tokenizer_eval", "per_source")
+
+    def tpc(domain: str) -> str:
+        for v in per.values():
+            if v["ours"]["domain"] == domain:
+                return f"{v['ours']['tokens_per_char']:.3f} (DeepSeek-V3 {v['deepseek_v3']['tokens_per_char']:.3f})"
+        return "n/a"
+
+    reached = "" if te["reached_target"] else " (the sample has no more merges with frequency >= 2; stated in the report)"
+    rows.append(("stage 3", f"{train_docs:,} training docs ({train_chars / 1e6:.2f} M chars), {held:,} held out; vocab "
+                 f"{te['vocab_size_final']:,} of the {te['vocab_size_target']:,} target{reached}; {_s(s3['wall_s'])}; "
+                 f"round trip {rt['ok']:,}/{rt['docs']:,}; held-out tokens/char: Chinese {tpc('chinese')}, "
+                 f"code {tpc('code')}"))
+    pk = r.doc("packing_report")
+    t4 = r.get("packing_report", "timing")
+    tail = (f"dropped tail {pk['dropped_tail_tokens']:,} tokens" if r.get("packing_report", "tail") == "drop"
+            else f"{pk['pad_tokens']:,} pad tokens")
+    shares = " / ".join(f"{_pct(v['token_share'])}" for v in r.get("packing_report", "per_source").values())
+    rows.append(("stage 4", f"{pk['blocks']:,} blocks x {pk['seq_len']:,} = {pk['tokens_in_blocks']:,} tokens, efficiency "
+                 f"{_pct(pk['packing_efficiency'], 2)}, {tail}; EOT {r.get('packing_report', 'eot', 'produced'):,} = "
+                 f"{r.get('packing_report', 'eot', 'documents'):,} documents; "
+                 f"{_pct(r.get('packing_report', 'split_docs', 'share'))} of documents split across blocks; "
+                 f"{r.get('packing_report', 'shards', 'count')} shards; {_s(s4['wall_s'])}, "
+                 f"{t4['tokens_per_s'] / 1e3:,.0f}K tokens/s, {s4['peak_rss_mb']:,.0f} MB peak RSS; our-token shares "
+                 f"{shares} (recipe order)"))
+    st = r.doc("smoke_train")
+    params = r.get("smoke_train", "model", "params")
+    bench = r.get("smoke_train", "throughput", "mask_bench")
+    bench_s = (f" (document mask on {bench['with_mask']:,.0f} vs off {bench['without_mask']:,.0f} tokens/s)"
+               if bench else "")
+    rows.append(("stage 5", f"{params['total'] / 1e6:.1f} M parameters ({st['model']['n_layer']} layers, d_model "
+                 f"{st['model']['d_model']}, {params['embedding'] / 1e6:.1f} M of them the tied "
+                 f"{st['tokenizer']['vocab_size'] / 1e3:.0f}K-vocab embedding), {st['steps']['last']} steps x "
+                 f"{st['batch']['global_tokens']:,} tokens on {st['device']}: loss {st['loss']['first']:.2f} -> "
+                 f"{st['loss']['last']:.2f}, validation {st['val']['first']:.2f} -> {st['val']['last']:.2f}, "
+                 f"{len(st['loss']['spikes'])} spikes, {st['throughput']['median_tokens_per_s']:,.0f} tokens/s median"
+                 f"{bench_s}; {_s(s5['wall_s'])}, {s5['peak_rss_mb']:,.0f} MB peak RSS; "
+                 f"{'PASS' if r.get('smoke_train', 'criteria', 'passed') else 'FAIL'}"))
+    run = r.get("summary", "run")
+    out = [f"| run `{run}` (seed {r.get('summary', 'seed')}) | |", "|---|---|"]
+    out += [f"| {k} | {v} |" for k, v in rows]
+    return "\n".join(out) + "\n"
+
+
+def stage_times(r: Reports) -> str:
+    """One line: each stage's wall time from the run's manifests (via summary.json)."""
+    parts = [f"{s['script']} {_s(s['wall_s'])}" for s in r.get("summary", "stages") if s.get("wall_s") is not None]
+    total = sum(s["wall_s"] for s in r.get("summary", "stages") if s.get("wall_s") is not None)
+    return f"Stage wall times of this run: {', '.join(parts)} (stages only: {_s(total)}).\n"
+
+
+def withdrawal(r: Reports) -> str:
+    """The withdrawal example: every ticket's impact note (``withdrawals/<ticket>.json``) of its own run."""
+    notes = sorted(r.dir.glob("withdrawals/*.json"))
+    if not notes:
+        return (f"No withdrawal example is committed in this checkout (`reports/{r.dir.name}/withdrawals/` is empty): the "
+                f"commands above with `--set run.name={r.dir.name}` produce it.\n")
+    out = []
+    for path in notes:
+        w = r.get(f"withdrawals/{path.stem}")
+        b, a, rp = w["before"], w["after"], w["repack"]
+        blocks = w["location"]["packed_blocks"]
+        shards = w["shards"]["packed"]
+        same = sum(1 for x in shards if x["sha256_before"] == x["sha256_after"])
+        tk = w["tokenizer"]
+        v = w["verification"]
+        checked = v["checked"]
+        out.append(
+            f"Ticket `{w['ticket']}` (`reports/{r.dir.name}/release_note.md`): {len(w['docs'])} documents -> "
+            f"{rp['touched_blocks']} blocks touched in {len(blocks)} of the {len(shards)} shards, the other {same} "
+            f"shards byte-identical; {rp['removed_tokens']:,} tokens removed, {rp['moved_tokens']:,} tokens of other "
+            f"documents re-packed into {rp['new_blocks']} blocks with {rp['pad_tokens']:,} pad tokens "
+            f"({b['packed']['blocks']:,} -> {a['packed']['blocks']:,} blocks); mixed_raw {b['mixed_raw']['docs']:,} -> "
+            f"{a['mixed_raw']['docs']:,} documents, mix max deviation {b['mixed_raw']['max_abs_deviation_pp']:.3f} -> "
+            f"{a['mixed_raw']['max_abs_deviation_pp']:.3f} pp; tokenizer "
+            f"{'retrained' if tk['retrained'] else 'kept'} ({tk['train_docs_withdrawn_total']} of "
+            f"{tk['train_docs']:,} training documents, {_pct(tk['share'], 2)}, threshold {_pct(tk['threshold'], 0)}); "
+            f"verification {'PASS' if v['pass'] else 'TRACES FOUND'} over {checked['mixed_raw_rows']:,} + "
+            f"{checked['mixed_dedup_rows']:,} rows, {checked['packed_blocks']:,} blocks and {checked['text_files']} "
+            f"text files.")
+    return "\n\n".join(out) + "\n"
+
+
+def dashboard(r: Reports) -> str:
+    """The committed dashboard's comparison (``reports/dashboard.json``, written by ``report.py compare``):
+    which runs, and every drift flag it raised."""
+    d = Reports(r.dir.parent)
+    runs = [x["name"] for x in d.get("dashboard", "runs")]
+    flags = d.get("dashboard", "flags")
+    if len(runs) != 2 or flags is None:
+        return f"`reports/dashboard.json` shows one run ({', '.join(runs)}): no comparison to report.\n"
+    head = (f"Measured (`reports/dashboard.md`, `reports/dashboard.png`): `{runs[0]}` vs `{runs[1]}`, "
+            f"{len(flags)} drift flag(s) at the thresholds recorded there:\n")
+    return head + "".join(f"- {f['where']}: {f['detail']} (`{f['rule']}`)\n" for f in flags)
+
+
+BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times": stage_times, "withdraw": withdrawal,
+                                               "dashboard": dashboard}
+
+
+def render(readme: str, reports: Reports) -> str:
+    """``readme`` with every marked region regenerated. Unknown region names are errors."""
+    def sub(m: re.Match[str]) -> str:
+        name = m.group("name")
+        kind, _, run = name.partition("@")  # NAME@RUN: the figures of another run (the withdrawal example)
+        if kind not in BLOCKS:
+            raise FiguresError(f"README region figures:{name} has no generator; known: {sorted(BLOCKS)}")
+        r = Reports(reports.dir.parent / run) if run else reports
+        return f"<!-- figures:{name} -->\n{BLOCKS[kind](r)}<!-- /figures:{name} -->"
+
+    return MARKER.sub(sub, readme)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m minideepseek.readme_figures", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", default="demo", help="the run whose reports fill the README (default: demo)")
+    ap.add_argument("--reports-dir", default="reports", help="default: reports")
+    ap.add_argument("--readme", default="README.md", help="default: README.md")
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff if the README differs")
+    args = ap.parse_args(argv)
+    path = Path(args.readme)
+    old = path.read_text(encoding="utf-8")
+    if not MARKER.search(old):
+        print(f"error: {path} has no <!-- figures:NAME --> regions", file=sys.stderr)
+        return 2
+    try:
+        new = render(old, Reports(Path(args.reports_dir) / args.run))
+    except FiguresError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        if new != old:
+            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path),
+                                                       f"{path} (from {args.reports_dir}/{args.run})"))
+            print(f"{path}: figures differ from {args.reports_dir}/{args.run}; run "
+                  f"`python -m minideepseek.readme_figures --run {args.run}`", file=sys.stderr)
+            return 1
+        print(f"{path}: figures match {args.reports_dir}/{args.run}")
+        return 0
+    if new != old:
+        path.write_text(new, encoding="utf-8")
+    print(f"{path}: {len(MARKER.findall(new))} region(s) regenerated from {args.reports_dir}/{args.run}"
+          + ("" if new != old else " (unchanged)"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

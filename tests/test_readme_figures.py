@@ -1,0 +1,123 @@
+"""README figures are generated from the committed example reports and cannot drift from them; the
+pipeline summary states the smoke-train figures and no raw dicts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minideepseek import readme_figures as rf
+from minideepseek.runconfig import RunConfig
+from minideepseek.summary import figures, markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_readme_matches_committed_reports() -> None:
+    """Fails when README.md's generated regions differ from reports/demo (rerun the script after a new run)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(rf.MARKER.findall(readme)) >= 3, "README lost its <!-- figures:NAME --> regions"
+    want = rf.render(readme, rf.Reports(ROOT / "reports" / "demo"))
+    assert want == readme, "README figures differ from reports/demo: run `python -m minideepseek.readme_figures`"
+
+
+def _example(tmp_path: Path) -> tuple[Path, Path]:
+    reports = tmp_path / "reports"
+    shutil.copytree(ROOT / "reports" / "demo", reports / "demo")
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- figures:demo -->\nstale\n<!-- /figures:demo -->\n"
+                      "<!-- figures:demo.times -->\n<!-- /figures:demo.times -->\nend\n", encoding="utf-8")
+    return reports, readme
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "minideepseek.readme_figures", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+
+
+def test_check_mode_and_rewrite(tmp_path: Path) -> None:
+    reports, readme = _example(tmp_path)
+    args = ("--reports-dir", str(reports), "--readme", str(readme))
+    r = _cli(*args, "--check")
+    assert r.returncode == 1 and "-stale" in r.stdout, r.stdout + r.stderr
+    assert "stale" in readme.read_text()  # --check changes nothing
+    assert _cli(*args).returncode == 0
+    text = readme.read_text()
+    assert "stale" not in text and text.startswith("intro\n") and text.endswith("end\n")
+    smoke = json.loads((reports / "demo" / "smoke_train.json").read_text())
+    assert f"{smoke['loss']['first']:.2f} -> {smoke['loss']['last']:.2f}" in text
+    assert _cli(*args, "--check").returncode == 0
+    # a changed report changes the figures: --check catches it
+    mix = json.loads((reports / "demo" / "source_mix.json").read_text())
+    mix["totals"]["docs"] += 1
+    (reports / "demo" / "source_mix.json").write_text(json.dumps(mix))
+    assert _cli(*args, "--check").returncode == 1
+
+
+def test_missing_key_fails_clearly(tmp_path: Path) -> None:
+    reports, readme = _example(tmp_path)
+    pk = json.loads((reports / "demo" / "packing_report.json").read_text())
+    del pk["split_docs"]
+    (reports / "demo" / "packing_report.json").write_text(json.dumps(pk))
+    with pytest.raises(rf.FiguresError, match=r"packing_report\.json has no key 'split_docs'"):
+        rf.render(readme.read_text(), rf.Reports(reports / "demo"))
+    r = _cli("--reports-dir", str(reports), "--readme", str(readme), "--check")
+    assert r.returncode == 2 and "split_docs" in r.stderr
+
+
+def test_unknown_region_is_an_error(tmp_path: Path) -> None:
+    reports, _ = _example(tmp_path)
+    with pytest.raises(rf.FiguresError, match="figures:nope"):
+        rf.render("<!-- figures:nope -->\n<!-- /figures:nope -->", rf.Reports(reports / "demo"))
+
+
+def test_withdrawal_region_reads_its_own_run(tmp_path: Path) -> None:
+    reports, _ = _example(tmp_path)
+    block = "<!-- figures:withdraw@wd -->\n<!-- /figures:withdraw@wd -->"
+    assert "No withdrawal example" in rf.render(block, rf.Reports(reports / "demo"))
+    src = ROOT / "reports" / "demo" / "withdrawals"
+    if not src.is_dir():  # the committed example moved to its own run
+        src = ROOT / "reports" / "demo_withdraw" / "withdrawals"
+    if not src.is_dir():
+        pytest.skip("no committed withdrawal impact note to read")
+    shutil.copytree(src, reports / "wd" / "withdrawals")
+    note = json.loads(next((reports / "wd" / "withdrawals").glob("*.json")).read_text())
+    text = rf.render(block, rf.Reports(reports / "demo"))
+    assert f"Ticket `{note['ticket']}`" in text and f"{note['repack']['removed_tokens']:,} tokens removed" in text
+
+
+def test_summary_has_smoke_train_figures_and_no_raw_dicts(tmp_path: Path) -> None:
+    reports, _ = _example(tmp_path)
+    f = figures(RunConfig(name="demo", reports_dir=str(reports), data_dir=str(tmp_path / "data")))
+    md = markdown(f)
+    st = json.loads((reports / "demo" / "smoke_train.json").read_text())
+    s = f["smoke_train"]
+    assert (s["loss_first"], s["loss_last"]) == (st["loss"]["first"], st["loss"]["last"])
+    assert (s["val_first"], s["val_last"]) == (st["val"]["first"], st["val"]["last"])
+    assert s["median_tokens_per_s"] == st["throughput"]["median_tokens_per_s"] and s["passed"] is st["criteria"]["passed"]
+    line = next(x for x in md.splitlines() if x.startswith("- smoke train:"))
+    assert f"loss {st['loss']['first']:.3f} -> {st['loss']['last']:.3f}" in line
+    assert ("PASS" if st["criteria"]["passed"] else "FAIL") in line
+    assert "None" not in md and "{'" not in md and "{\"" not in md
+
+
+def test_packing_report_names_stage1_target_unit(tmp_path: Path) -> None:
+    from minideepseek.packing.report import report_markdown
+    from minideepseek.packing.stage import stage1_target
+
+    pk = json.loads((ROOT / "reports" / "demo" / "packing_report.json").read_text())
+    docs = report_markdown({**pk, "stage1_target": {"unit": "docs", "value": 400}})
+    assert "met the recipe in documents (400 targeted)" in docs and "DeepSeek-V3 tokens" not in docs
+    toks = report_markdown({**pk, "stage1_target": {"unit": "tokens", "value": 4_000_000}})
+    assert "met the recipe in DeepSeek-V3 tokens (4,000,000 targeted)" in toks
+    assert "not recorded" in report_markdown({k: v for k, v in pk.items() if k != "stage1_target"})
+    # read from stage 1's manifest
+    raw = tmp_path / "run" / "mixed_raw"
+    raw.mkdir(parents=True)
+    (raw / "manifest.json").write_text(json.dumps({"config": {"sampler": {"target_docs": 400, "target_tokens": None}}}))
+    assert stage1_target(tmp_path / "run") == {"unit": "docs", "value": 400}
