@@ -62,6 +62,12 @@ def test_ray_run_equals_local_run(tmp_path, ray_instance, monkeypatch):
     rep = json.loads((tmp_path / "ray" / "data" / "sub" / "mixed_dedup" / "dedup_report.json").read_text())
     assert rep["near"]["ray"]["signature_tasks"] >= 1  # the stage really ran the Ray engine
     assert not list((tmp_path / "ray" / "data" / "sub").glob("mixed_dedup/.near-work"))
+    # pack.by_source: per-source partition tasks on Ray write the same blocks as the local packer
+    by_src = ["--set", "pack.by_source=true"]
+    assert pack_shuffle.main(["--config", str(local), *by_src]) == 0
+    assert pack_shuffle.main(["--config", str(remote), "--executor", "ray", *by_src]) == 0
+    a, b = _data_files(tmp_path / "local" / "data" / "sub"), _data_files(tmp_path / "ray" / "data" / "sub")
+    assert {k: v for k, v in a.items() if k.startswith("packed/")} == {k: v for k, v in b.items() if k.startswith("packed/")}
 
 
 def test_four_phase_engine_matches_local(tmp_path, ray_instance, monkeypatch):

@@ -26,6 +26,10 @@ class PackConfig:
     batch_docs: int = 256  # documents per encode_batch_fast call (~0.4M tokens, ~30 MB transient)
     num_threads: int = 0  # tokenizer threads (RAYON_NUM_THREADS); 0 = all cores
     decode_samples: int = 10  # random blocks decoded into the report, boundaries marked
+    # true: every block holds one source's documents only; the blocks of each source form one
+    # contiguous range of the dataset (shuffled within it), so a trainer can weight sources in its
+    # own tokens (train/mixture.py). false: one mixed stream (documents of all sources shuffled).
+    by_source: bool = False
 
     def __post_init__(self) -> None:
         require(16 <= self.seq_len <= 1 << 20, f"pack.seq_len={self.seq_len}: use 16..1048576 (4096 default)")

@@ -362,10 +362,12 @@ def pack_documents(batches: Iterable[DocBatch], tok: Tokenizer, pc: PackConfig, 
 
 
 def shuffle_and_write(stats: PackStats, paths: list[Path], phys: np.ndarray | None, block_seed: Any, out_dir: Path,
-                      pc: PackConfig, work_dir: Path) -> PackStats:
-    """The seeded block order, the gather into shards, the EOT accounting check; removes ``work_dir``."""
+                      pc: PackConfig, work_dir: Path, perm: np.ndarray | None = None) -> PackStats:
+    """The seeded block order (or the given ``perm``: per-source packing shuffles within each
+    source), the gather into shards, the EOT accounting check; removes ``work_dir``."""
     t1 = time.time()
-    perm = block_seed.permutation(stats.blocks)
+    if perm is None:
+        perm = block_seed.permutation(stats.blocks)
     stats.block_order_sha256 = order_sha256(perm)
     emit_shuffled(paths, perm, out_dir, pc, stats, phys)
     shutil.rmtree(work_dir, ignore_errors=True)

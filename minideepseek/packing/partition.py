@@ -125,6 +125,14 @@ def pack_partition(args: tuple) -> dict[str, Any]:
 def pack_partitioned(executor: Any, shards: list[str], doc_order: np.ndarray, tok_path: str, vocab: int,
                      pc: PackConfig, block_seed: Any, out_dir: Path, work_dir: Path) -> PackStats:
     """The whole of ``packer.pack_documents`` with tokenization and packing as executor tasks."""
+    st, files, phys = partitioned_blocks(executor, shards, doc_order, tok_path, vocab, pc, work_dir)
+    return shuffle_and_write(st, files, phys, block_seed, out_dir, pc, work_dir)
+
+
+def partitioned_blocks(executor: Any, shards: list[str], doc_order: np.ndarray, tok_path: str, vocab: int,
+                       pc: PackConfig, work_dir: Path) -> tuple[PackStats, list[Path], np.ndarray]:
+    """Tokenize + pack ``doc_order`` as executor tasks: the stats, the block files and the map from
+    pack-order block index to row across those files (the input of the seeded shuffle)."""
     S = pc.seq_len
     work = work_dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -177,7 +185,7 @@ def pack_partitioned(executor: Any, shards: list[str], doc_order: np.ndarray, to
     phys = phys[:st.blocks]
     assert (phys >= 0).all() and len(np.unique(phys)) == st.blocks, "every block written exactly once"
     st.pack_s = time.time() - t0
-    return shuffle_and_write(st, [*files, boundary], phys, block_seed, out_dir, pc, work)
+    return st, [*files, boundary], phys
 
 
 def _join_pieces(pieces: Any) -> Iterator[tuple[int, tuple[np.ndarray, list[str], list[int], list[int], list[int]]]]:

@@ -154,6 +154,14 @@ def report_markdown(r: dict[str, Any]) -> str:
         rec = "" if s["recipe_share"] is None else f"{100 * s['recipe_share']:.1f}%"
         dev = "" if s["deviation"] is None else f"{100 * s['deviation']:+.1f} pp"
         lines.append(f"| {name} | {s['docs']:,} | {s['tokens']:,} | {100 * s['token_share']:.1f}% | {rec} | {dev} |")
+    if r.get("by_source"):
+        lines += ["", "## Per-source blocks (`pack.by_source`: single-source blocks, contiguous row ranges)", "",
+                  "| source | rows [lo, hi) | blocks | docs | tokens in blocks | tail dropped | pad |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for name, b in r["by_source"].items():
+            lo, hi = b["block_range"]
+            lines.append(f"| {name} | [{lo:,}, {hi:,}) | {b['blocks']:,} | {b['docs']:,} | {b['tokens_in_blocks']:,} | "
+                         f"{b['dropped_tail_tokens']:,} | {b['pad_tokens']:,} |")
     lines += ["", "## Documents per block", "", "| docs in block | blocks |", "|---:|---:|"]
     lines += [f"| {k} | {v:,} |" for k, v in r["docs_per_block"]["histogram"].items()]
     lines += ["", f"## Decoded sample blocks ({len(r['samples'])}, seeded; ⟦id⟧ opens a document, ⟦id +n⟧ continues "

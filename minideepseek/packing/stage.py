@@ -21,6 +21,7 @@ from ..arrow_io import shard_paths
 from ..runconfig import stage_config_hash
 from ..sources.base import rng_for
 from ..stage import InputRef, StageRun, peak_rss_mb, read_manifest, require_upstream, write_json_atomic, write_text_atomic
+from .by_source import pack_by_source
 from .config import PackStageConfig
 from .mapped import MappedArrow
 from .packer import DocBatch, load_tokenizer, order_sha256, pack_documents
@@ -79,8 +80,16 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     doc_order = rng_for(seed, "pack", "documents").permutation(docs.num_rows)
     log.info("%s: %s documents from %s, tokenizer vocab %s, seq_len %s, tail %s", STAGE, f"{docs.num_rows:,}",
              run_dir / DOCS, f"{tok.get_vocab_size():,}", f"{pc.seq_len:,}", pc.tail)
+    by_source: dict[str, Any] | None = None
     try:
-        if executor is not None and executor.kind == "ray":  # tokenize + pack per partition (partition.py)
+        ray = executor is not None and executor.kind == "ray"
+        if pc.by_source:  # one source at a time; on Ray each source's partitions are tasks
+            shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]
+            tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
+            stats, by_source, doc_order = pack_by_source(
+                docs, lambda order: doc_batches(docs, order, pc.batch_docs), tok, pc, seed, tmp, tmp / ".work",
+                executor if ray else None, shards, tok_path)
+        elif ray:  # tokenize + pack per partition (partition.py)
             shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]  # a Ray worker's cwd is not ours
             tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
             stats = pack_partitioned(executor, shards, doc_order, tok_path, tok.get_vocab_size(), pc,
@@ -98,12 +107,15 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     report["stage1_target"] = stage1_target(run_dir)
     report["orders"] = {"doc_order_sha256": order_sha256(doc_order),
                         "block_order_sha256": stats.block_order_sha256}
+    extra: dict[str, Any] = {"orders": report["orders"]}
+    if by_source is not None:
+        report["by_source"] = extra["by_source"] = by_source
     write_json_atomic(tmp / "packing_report.json", report)
     write_text_atomic(tmp / "packing_report.md", report_markdown(report))
     counters = {k: report[k] for k in ("docs", "blocks", "seq_len", "tokens_produced", "tokens_in_blocks",
                                        "packing_efficiency", "dropped_tail_tokens", "pad_tokens", "eot")}
     counters["shards"] = len(stats.shards)
-    return stage.commit(counters, volatile=REPORT_FILES, extra={"orders": report["orders"]})
+    return stage.commit(counters, volatile=REPORT_FILES, extra=extra)
 
 
 

@@ -10,6 +10,20 @@ from ..runconfig import RunConfig
 
 
 @dataclass(frozen=True)
+class MixturePhase:
+    """One phase of ``train.mixture``: source weights in training tokens until ``until`` (a fraction
+    of max_steps). Used only with ``pack.by_source: true`` data (train/mixture.py)."""
+
+    until: float = 1.0
+    weights: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require(all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.weights.values()),
+                f"train.mixture weights must be numbers, got {self.weights}")
+        require(0 < self.until <= 1.0, f"train.mixture until={self.until} must be a fraction of the run in (0, 1]")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Defaults are the offline demo's: ~3.5 min on 2 CPU cores with the ~95K demo vocabulary,
     where the tied embedding (12.2M of 12.6M parameters) and its output projection dominate."""
@@ -53,6 +67,10 @@ class TrainConfig:
     fail_on_criteria: bool = True  # exit 1 when a pass criterion fails (the report is still written)
     bench_steps: int = 3  # forward+backward steps timed with and without the doc mask; 0 = skip
     log_interval: int = 10
+    # per-source mixture (only for pack.by_source data; empty = one phase with the recipe weights of
+    # stage 1): [{until: 0.8, weights: {src: w, ...}}, {until: 1.0, weights: {...}}]
+    mixture: tuple[MixturePhase, ...] = ()
+    max_epochs_per_source: float = 16.0  # error above this many epochs of a source (warning above 4)
 
     def __post_init__(self) -> None:
         require(self.n_layer >= 1 and self.d_model >= 8 and self.n_head >= 1, "train: need n_layer >= 1, "
@@ -75,6 +93,7 @@ class TrainConfig:
         require(self.checkpoint_interval >= 0, "train.checkpoint_interval must be >= 0")
         require(0 <= self.stop_at_step < self.max_steps or self.stop_at_step == 0,
                 f"train.stop_at_step={self.stop_at_step} must be 0 (off) or below max_steps={self.max_steps}")
+        require(self.max_epochs_per_source > 0, "train.max_epochs_per_source must be > 0 (16 default)")
         require(self.bench_steps >= 0 and self.log_interval >= 1, "train.bench_steps >= 0, train.log_interval >= 1")
 
 

@@ -110,7 +110,8 @@ class SamplePlan:
     """Which samples exist, which are held out, and each epoch's order (all from the seed)."""
 
     def __init__(self, blocks: PackedBlocks, seq_len: int, val_blocks: int, seed: int,
-                 vocab_size: int | None = None, val_windows_per_block: int = 0) -> None:
+                 vocab_size: int | None = None, val_windows_per_block: int = 0,
+                 strata: list[tuple[int, int]] | None = None) -> None:
         if seq_len > blocks.seq_len:
             raise ConfigError(f"train.seq_len={seq_len} is longer than the packed blocks ({blocks.seq_len}); "
                               f"set train.seq_len <= {blocks.seq_len} or repack with pack.seq_len >= {seq_len}")
@@ -120,9 +121,14 @@ class SamplePlan:
         self.blocks, self.seq_len, self.seed, self.vocab_size = blocks, seq_len, seed, vocab_size
         self.windows = blocks.seq_len // seq_len
         self.unused_per_block = blocks.seq_len - self.windows * seq_len
-        perm = rng_for(seed, "train", "heldout").permutation(blocks.num_blocks)
-        self.val_block_ids = np.sort(perm[:val_blocks])
-        self.train_block_ids = np.sort(perm[val_blocks:])
+        if strata:  # per-source packed data: every source gets held-out blocks (mixrun.py)
+            held = stratified_heldout(strata, val_blocks, seed)
+            self.val_block_ids = held
+            self.train_block_ids = np.setdiff1d(np.arange(blocks.num_blocks), held)
+        else:
+            perm = rng_for(seed, "train", "heldout").permutation(blocks.num_blocks)
+            self.val_block_ids = np.sort(perm[:val_blocks])
+            self.train_block_ids = np.sort(perm[val_blocks:])
         self.train_samples = self._samples(self.train_block_ids)
         # Evaluating a few evenly spaced windows of many held-out blocks covers more documents for
         # the same cost than every window of a few blocks (the other windows stay unused, not trained).
@@ -175,6 +181,28 @@ class SamplePlan:
                               f"pack_shuffle.py")
         targets[targets == PAD_ID] = IGNORE
         return Batch(tokens, targets, segments, positions, np.asarray(samples, np.int64))
+
+
+def stratified_heldout(strata: list[tuple[int, int]], k: int, seed: int) -> np.ndarray:
+    """``k`` held-out blocks over block ranges ``[lo, hi)`` (one per source): one for each range of
+    at least 2 blocks first (when k allows), the rest by largest remainder of the ranges' sizes;
+    within a range a seeded choice. So a small source still has a validation loss of its own."""
+    sizes = np.array([hi - lo for lo, hi in strata], np.int64)
+    take = np.zeros(len(strata), np.int64)
+    eligible = np.flatnonzero(sizes >= 2)
+    if k >= len(eligible):
+        take[eligible] = 1
+    rest = k - int(take.sum())
+    if rest > 0:
+        quota = rest * sizes / sizes.sum()
+        extra = np.floor(quota).astype(np.int64)
+        order = np.argsort(-(quota - extra), kind="stable")
+        extra[order[: rest - int(extra.sum())]] += 1
+        take += extra
+    take = np.minimum(take, np.maximum(sizes - 1, 0))  # never the whole source
+    out = [lo + rng_for(seed, "train", "heldout", i).permutation(hi - lo)[:t]
+           for i, ((lo, hi), t) in enumerate(zip(strata, take.tolist()))]
+    return np.sort(np.concatenate(out)) if out else np.empty(0, np.int64)
 
 
 class RankLoader:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from ..config import to_plain
 from ..progress import Laps
 from ..runconfig import stage_config_hash
 from ..sources.base import rng_for
@@ -38,6 +39,7 @@ from ..stage import (
 from .config import TrainStageConfig
 from .dist import DistEnv
 from .loader import PackedBlocks, SamplePlan
+from .mixrun import MIXTURE_FILES, build_mixture, source_ranges, val_loss_by_source, write_mixture
 from .report import REPORT_FILES, criteria, plot, report_markdown, spikes
 from .samples import generate, packed_samples
 from .trainer import (
@@ -82,7 +84,7 @@ def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], conf
         if old_world == env.world:
             log.info("%s: %s is up to date; skipping (use --force to rerun)", STAGE, stage.final_dir)
             if env.is_main:
-                publish_reports(stage.final_dir, cfg.run.report_dir, REPORT_FILES)
+                publish_reports(stage.final_dir, cfg.run.report_dir, REPORT_FILES + MIXTURE_FILES)
             return stage.existing  # type: ignore[return-value]
         log.info("%s: %s was trained on %s rank(s), now %s; rerunning", STAGE, stage.final_dir, old_world, env.world)
     kind, amp = resolve_device(cfg.train)
@@ -109,7 +111,7 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
     vocab = tok.get_vocab_size()
     blocks = PackedBlocks(run_dir / PACKED)
     plan = SamplePlan(blocks, tc.seq_len, tc.val_blocks, seed, vocab_size=vocab,
-                      val_windows_per_block=tc.val_windows_per_block)
+                      val_windows_per_block=tc.val_windows_per_block, strata=source_ranges(packed))
     log.info("%s: %s blocks of %s from %s -> %s training samples of %s (%s held-out blocks); vocab %s; %s rank(s) "
              "on %s, %s thread(s) each, %s", STAGE, f"{blocks.num_blocks:,}", f"{blocks.seq_len:,}", run_dir / PACKED,
              f"{len(plan.train_samples):,}", tc.seq_len, tc.val_blocks, f"{vocab:,}", env.world, env.device,
@@ -118,7 +120,8 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
                 "tokenizer": tok_man["fingerprint"], "world_size": env.world}
     ckpts = Checkpoints(run_dir / f"{ARTIFACT}.ckpt", identity)
     t0 = time.time()
-    res = train(tc, plan, vocab, seed, env, ckpts, amp)
+    mixture = build_mixture(tc, plan, packed, run_dir, env.world)
+    res = train(tc, plan, vocab, seed, env, ckpts, amp, mixture)
     wall = time.time() - t0
     if res.status == "stopped":
         if env.is_main:
@@ -127,7 +130,11 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
         return {"status": "stopped", "step": res.step, "checkpoints": str(ckpts.dir)}
     out: dict[str, Any] = {}
     if env.is_main:
+        if mixture is not None:
+            val = val_loss_by_source(res.model, plan, packed["by_source"], tc, env.device, amp)
+            write_mixture(stage, mixture, plan, packed["by_source"], res.batches, tc, val)
         out = _write(cfg, stage, res, plan, tok, tok_path, tok_man, packed, env, amp, identity, wall, threads)
+        publish_reports(stage.final_dir, cfg.run.report_dir, MIXTURE_FILES)
         shutil.rmtree(ckpts.dir, ignore_errors=True)  # the artifact holds the final checkpoint
     passed = env.broadcast_object(out.get("counters", {}).get("passed"))
     env.barrier()
@@ -228,7 +235,7 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
                    "peak_rss_mb": peak_rss_mb()},
         "samples": {"packed": packed_dec, "generated": gens},
         "criteria": criteria(res.history, val, res.status),
-        "config": {k: getattr(tc, k) for k in tc.__dataclass_fields__},
+        "config": to_plain(tc),
     }
 
 

@@ -31,6 +31,7 @@ from ..stage import peak_rss_mb, write_json_atomic
 from .config import TrainConfig
 from .dist import DistEnv
 from .loader import Batch, LoaderState, RankLoader, SamplePlan, val_batches
+from .mixture import MixtureRankLoader
 from .model import GPT, ModelConfig
 
 log = logging.getLogger(__name__)
@@ -202,7 +203,7 @@ class Checkpoints:
 
 
 def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: DistEnv,
-          ckpts: Checkpoints, amp: torch.dtype | None) -> TrainResult:
+          ckpts: Checkpoints, amp: torch.dtype | None, mixture: Any = None) -> TrainResult:
     """Run (or resume) the training loop; every rank calls it, rank 0 keeps the history."""
     model = build_model(tc, vocab_size, seed).to(env.device)
     opt = make_optimizer(model, tc)
@@ -217,7 +218,9 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
         res.history, res.val, res.batches = payload["history"], payload["val"], payload["batches"]
         res.resumed_from = res.step
     ddp = DDP(model, device_ids=[env.local_rank] if env.device.type == "cuda" else None) if env.world > 1 else model
-    loader = RankLoader(plan, tc.micro_batch, env.rank, env.world, res.loader_state)
+    # per-source data (pack.by_source) draws through the mixture sampler (train/mixture.py)
+    loader = (MixtureRankLoader(plan, mixture, env.rank, res.loader_state) if mixture is not None
+              else RankLoader(plan, tc.micro_batch, env.rank, env.world, res.loader_state))
     tokens_per_step = tc.micro_batch * tc.seq_len * tc.grad_accum * env.world
     autocast = (lambda: torch.autocast(env.device.type, dtype=amp, enabled=True)) if amp else contextlib.nullcontext
 

@@ -1,0 +1,1 @@
+"""Exports of the packed data to other trainers' formats (``python -m minideepseek.export``)."""

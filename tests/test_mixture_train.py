@@ -1,0 +1,84 @@
+"""Stage 5 on ``pack.by_source`` data with a two-phase ``train.mixture``: the realized shares of the
+batches actually trained track each phase, mixture.{json,md} are written, a run stopped before the
+phase switch resumes bit-exactly, and the epoch limit is enforced."""
+
+import json
+import os
+
+import pytest
+import yaml
+
+import pack_shuffle
+import smoke_train
+from minideepseek.stage import read_manifest
+from tests.chain import build_chain
+
+TRAIN = {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 32, "micro_batch": 4, "grad_accum": 2,
+         "val_blocks": 4, "max_steps": 10, "warmup": 2, "lr": 0.01, "min_lr": 0.001, "eval_interval": 5,
+         "loss_chunk": 64, "decode_samples": 0, "generate_tokens": 0, "bench_steps": 0, "checkpoint_interval": 2,
+         "num_threads": 1, "fail_on_criteria": False,
+         "mixture": [{"until": 0.6, "weights": {"the_stack_v2": 0.25, "fineweb_edu": 0.75}},
+                     {"until": 1.0, "weights": {"the_stack_v2": 0.75, "fineweb_edu": 0.25}}]}
+
+
+def _run(root, *args):
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        return args[0].main(list(args[1:]))
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    root = build_chain(tmp_path_factory.mktemp("mixtrain"))
+    cfg = yaml.safe_load((root / "t.yaml").read_text())
+    cfg["pack"]["by_source"] = True
+    cfg["train"] = TRAIN
+    (root / "t.yaml").write_text(yaml.safe_dump(cfg))
+    assert _run(root, pack_shuffle, "--config", "t.yaml") == 0
+    return root
+
+
+@pytest.mark.slow
+def test_two_phase_mixture_train_and_resume(chain):
+    root = chain
+    assert _run(root, smoke_train, "--config", "t.yaml") == 0
+    out = root / "data/t/smoke_train"
+    rep = json.loads((root / "reports/t/mixture.json").read_text())
+    assert "## Per phase" in (root / "reports/t/mixture.md").read_text()
+    # 80 samples in phase 0 (steps 1-6 x 8), 32 in phase 1: Tijdeman keeps every prefix within 1 sample
+    p0, p1 = rep["phases"]
+    assert p0["steps"] == [1, 6] and p1["steps"] == [7, 10]
+    assert p0["max_deviation_pp"] <= 100 / 48 and p1["max_deviation_pp"] <= 100 / 32
+    assert p0["realized"]["fineweb_edu"] == pytest.approx(0.75, abs=1 / 48)
+    # realized counts come from batches.jsonl: recount them here from the packed per-source ranges
+    table = read_manifest(root / "data/t/packed")["by_source"]
+    windows = 2  # 64-token blocks, 32-token samples
+    code_lo, code_hi = table["the_stack_v2"]["block_range"]
+    code = [sum(code_lo <= s // windows < code_hi for r in json.loads(line)["samples"] for s in r)
+            for line in (out / "batches.jsonl").read_text().splitlines()]
+    assert sum(code[:6]) == round(0.25 * 48) and sum(code[6:]) == round(0.75 * 32)
+    assert set(rep["epochs"]) == {"the_stack_v2", "fineweb_edu"} and rep["epochs"]["fineweb_edu"]["epochs"] > 0
+    vl = rep["val_loss_by_source"]
+    assert sum(v["held_out_blocks"] for v in vl.values()) == TRAIN["val_blocks"]
+    assert all(v["held_out_blocks"] >= 1 and 0 < v["val_loss"] < 10 for v in vl.values())  # stratified
+    ref = (out / "batches.jsonl").read_text()
+    ref_fp = read_manifest(out)["fingerprint"]
+    # stopped at step 5 (before the switch at 6), resumed: the same batches and weights
+    assert _run(root, smoke_train, "--config", "t.yaml", "--force", "--set", "train.stop_at_step=5") == 0
+    assert _run(root, smoke_train, "--config", "t.yaml", "--force") == 0
+    man = read_manifest(out)
+    assert man["counters"]["resumed_from"] == 5  # the stop's checkpoint; phase 1 starts at step 7
+    assert (out / "batches.jsonl").read_text() == ref and man["fingerprint"] == ref_fp
+
+
+def test_epoch_limit_and_unknown_source_refused(chain):
+    root = chain
+    assert _run(root, smoke_train, "--config", "t.yaml", "--set", "train.max_epochs_per_source=0.01") == 2
+    cfg = yaml.safe_load((root / "t.yaml").read_text())
+    bad = dict(cfg["train"])
+    bad["mixture"] = [{"until": 1.0, "weights": {"the_stack_v2": 0.5, "nope": 0.5}}]
+    (root / "bad.yaml").write_text(yaml.safe_dump({**cfg, "train": bad}))
+    assert _run(root, smoke_train, "--config", "bad.yaml") == 2
