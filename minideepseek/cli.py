@@ -73,6 +73,13 @@ def run_cli(fn, args: argparse.Namespace, validate: bool = True) -> int:  # type
 
     invocation.remember(args)
     try:
+        return _run_cli(fn, args, validate)
+    finally:
+        invocation.forget()  # a library call after this one (tests, notebooks) must not inherit the command
+
+
+def _run_cli(fn, args: argparse.Namespace, validate: bool) -> int:  # type: ignore[no-untyped-def]
+    try:
         if validate and getattr(args, "config", None):
             from .validate import validate_all
 

@@ -316,7 +316,10 @@ def _chain_from_invocation() -> dict[str, str]:
     if key not in _CHAIN_CACHE:
         from .validate import expected_hashes
 
-        _CHAIN_CACHE[key] = expected_hashes(inv.config, inv.overrides)
+        try:  # the command's own validation (cli.run_cli) reports config errors; here they only mean "unknown"
+            _CHAIN_CACHE[key] = expected_hashes(inv.config, inv.overrides)
+        except ConfigError:
+            _CHAIN_CACHE[key] = {}
     return _CHAIN_CACHE[key]
 
 
