@@ -23,12 +23,11 @@ from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer
-from tqdm import tqdm
 
 from ..sources.base import rng_for
 from .config import PackConfig
 from .mapped import MappedArrow
-from .packer import Packer, PackStats, _encoded, order_sha256, shuffle_and_write
+from .packer import PackStats, order_sha256, pack_to_file, shuffle_and_write
 from .partition import partitioned_blocks
 
 
@@ -86,15 +85,7 @@ def pack_by_source(docs: MappedArrow, doc_batches: Any, tok: Tokenizer, pc: Pack
 
 def _local_blocks(tok: Tokenizer, batches: Any, pc: PackConfig, temp: Path,
                   name: str) -> tuple[PackStats, list[Path], np.ndarray]:
-    packer = Packer(pc, tok.get_vocab_size(), temp)
-    bar = tqdm(unit="tokens", unit_scale=True, desc=f"tokenize+pack {name}", mininterval=2)
-    try:
-        for batch, flat, lens in _encoded(tok, batches):
-            packer.add(batch, flat, lens)
-            bar.update(len(flat))
-    finally:
-        bar.close()
-    st = packer.finish()
+    st = pack_to_file(tok, batches, pc, temp, f"tokenize+pack {name}")
     return st, [temp], np.arange(st.blocks, dtype=np.int64)
 
 

@@ -336,6 +336,19 @@ def _encoded(tok: Tokenizer, batches: Iterable[DocBatch]) -> Iterator[tuple[DocB
             yield pending[0], *pending[1].result()
 
 
+def pack_to_file(tok: Tokenizer, batches: Iterable[DocBatch], pc: PackConfig, temp: Path, desc: str) -> PackStats:
+    """Tokenize + pack ``batches`` into blocks in pack order in the Arrow file ``temp`` (not shuffled)."""
+    packer = Packer(pc, tok.get_vocab_size(), temp)
+    bar = tqdm(unit="tokens", unit_scale=True, desc=desc, mininterval=2)
+    try:
+        for batch, flat, lens in _encoded(tok, batches):
+            packer.add(batch, flat, lens)
+            bar.update(len(flat))
+    finally:
+        bar.close()
+    return packer.finish()
+
+
 def pack_documents(batches: Iterable[DocBatch], tok: Tokenizer, pc: PackConfig, block_seed: Any,
                    out_dir: Path, work_dir: Path) -> PackStats:
     """Tokenize + pack ``batches`` (already in document-shuffled order) and write the blocks to
@@ -344,16 +357,8 @@ def pack_documents(batches: Iterable[DocBatch], tok: Tokenizer, pc: PackConfig, 
     tokenization and packing as executor tasks.)"""
     work_dir.mkdir(parents=True, exist_ok=True)
     temp = work_dir / "blocks-pack-order.arrow"
-    packer = Packer(pc, tok.get_vocab_size(), temp)
     t0 = time.time()
-    bar = tqdm(unit="tokens", unit_scale=True, desc="tokenize+pack", mininterval=2)
-    try:
-        for batch, flat, lens in _encoded(tok, batches):
-            packer.add(batch, flat, lens)
-            bar.update(len(flat))
-    finally:
-        bar.close()
-    stats = packer.finish()
+    stats = pack_to_file(tok, batches, pc, temp, "tokenize+pack")
     stats.pack_s = time.time() - t0
     log.info("packed %s docs, %s tokens -> %s blocks of %s in %.1f s (%s tokens/s)", f"{stats.docs:,}",
              f"{stats.tokens_produced:,}", f"{stats.blocks:,}", f"{pc.seq_len:,}", stats.pack_s,
