@@ -3,7 +3,7 @@
     python withdraw.py --id fineweb_edu/0123456789abcdef --who "legal@example.org" --why "takedown #12"
     python withdraw.py --url 'https://docs.python.org/3.11/library/*' --why "license change"
     python withdraw.py --text "a distinctive passage of at least twenty characters"
-    python withdraw.py --hash "$(python -m minideepseek.withdraw.tickets hash page.txt)" --dry-run   # show only
+    python withdraw.py --hash "$(python -m minideepseek.tickets hash page.txt)" --dry-run   # show only
     python withdraw.py --source arxiv --set withdraw.max_docs=1000
     python withdraw.py --resume                                              # finish an interrupted one
     bash run_pipeline.sh withdraw --id ...                                   # then rerun what went stale
@@ -26,9 +26,9 @@ from minideepseek.cli import run_cli, setup_logging, stage_parser
 def _run(args: argparse.Namespace) -> int:
     # imported here, not at the top: --help must not pay for datasets/tokenizers
     from minideepseek.runconfig import load_stage_config
+    from minideepseek.tickets import SELECTOR_KINDS, Selector
     from minideepseek.withdraw.config import WithdrawStageConfig
     from minideepseek.withdraw.run import Withdrawal
-    from minideepseek.withdraw.tickets import SELECTOR_KINDS, Selector
 
     cfg = load_stage_config(WithdrawStageConfig, args.config, args.overrides, quiet=True)
     w = Withdrawal(cfg, args.config, args.overrides)

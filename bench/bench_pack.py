@@ -25,11 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from minideepseek.arrow_io import shard_paths  # noqa: E402
+from minideepseek.mapped import MappedArrow  # noqa: E402
 from minideepseek.packing.config import PackConfig, PackStageConfig  # noqa: E402
-from minideepseek.packing.mapped import MappedArrow  # noqa: E402
-from minideepseek.packing.packer import DocBatch, _char_slices, load_tokenizer, pack_documents  # noqa: E402
+from minideepseek.packing.packer import DocBatch, pack_documents  # noqa: E402
+from minideepseek.rng import rng_for  # noqa: E402
 from minideepseek.runconfig import load_stage_config  # noqa: E402
-from minideepseek.sources.base import rng_for  # noqa: E402
+from minideepseek.tokenizer.io import char_slices, load_tokenizer  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -54,7 +55,7 @@ def bare(tok, texts: list[str], bd: int, sliced: bool) -> tuple[int, float]:  # 
     n = 0
     for i in range(0, len(texts), bd):
         batch = texts[i:i + bd]
-        for lo, hi in _char_slices(batch) if sliced else [(0, len(batch))]:
+        for lo, hi in char_slices(batch) if sliced else [(0, len(batch))]:
             n += sum(len(e) for e in tok.encode_batch_fast(batch[lo:hi], add_special_tokens=False))
     return n, time.perf_counter() - t0
 

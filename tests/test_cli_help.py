@@ -77,7 +77,7 @@ def test_help_examples_parse_and_load(script: str, monkeypatch: pytest.MonkeyPat
         if "sampler.target_docs" in " ".join(args.overrides):
             assert cfg.run.name != "demo", f"{script} {argv}: a resized run must not write over data/demo"
         if script == "withdraw.py":
-            from minideepseek.withdraw.tickets import SELECTOR_KINDS, Selector
+            from minideepseek.tickets import SELECTOR_KINDS, Selector
 
             for kind in SELECTOR_KINDS:
                 for v in getattr(args, kind) or []:
@@ -187,7 +187,7 @@ def _check_script_call(script: str, argv: list[str]) -> None:
     load_stage_config(getattr(importlib.import_module(modname), cls), args.config, args.overrides, quiet=True)
     _own_run_name([script, *argv], args.overrides)
     if script == "withdraw.py":
-        from minideepseek.withdraw.tickets import SELECTOR_KINDS, Selector
+        from minideepseek.tickets import SELECTOR_KINDS, Selector
 
         for kind in SELECTOR_KINDS:
             for v in getattr(args, kind) or []:

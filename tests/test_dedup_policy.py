@@ -5,8 +5,8 @@ import json
 import pytest
 from realtext import stdlib_docstrings
 
+from minideepseek.crossdedup.decontam import BenchmarkSpec, ContaminationIndex, DecontamConfig
 from minideepseek.crossdedup.keep import greedy_keep, kept_edges, transitive_keep
-from minideepseek.decontam import BenchmarkSpec, ContaminationIndex, DecontamConfig
 from minideepseek.dedup import lsh_params, recall_params, s_curve
 
 

@@ -10,12 +10,13 @@ import pytest
 
 from minideepseek.arrow_io import shard_paths
 from minideepseek.executor import LocalExecutor
+from minideepseek.mapped import MappedArrow
 from minideepseek.packing import partition
 from minideepseek.packing.config import PackConfig
-from minideepseek.packing.mapped import MappedArrow
-from minideepseek.packing.packer import load_tokenizer, pack_documents
+from minideepseek.packing.packer import pack_documents
 from minideepseek.packing.stage import doc_batches
-from minideepseek.sources.base import rng_for
+from minideepseek.rng import rng_for
+from minideepseek.tokenizer.io import load_tokenizer
 from tests.chain import build_chain
 
 

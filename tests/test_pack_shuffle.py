@@ -16,10 +16,12 @@ import cross_source_dedup
 import mix_sampler
 import pack_shuffle
 import train_tokenizer
-from minideepseek.packing.config import EOT_ID, PAD_ID, PackConfig
-from minideepseek.packing.packer import DocBatch, load_tokenizer, pack_documents
-from minideepseek.sources.base import rng_for
+from minideepseek.packing.config import PackConfig
+from minideepseek.packing.packer import DocBatch, pack_documents
+from minideepseek.rng import rng_for
 from minideepseek.stage import read_manifest
+from minideepseek.tokenizer.config import EOT_ID, PAD_ID
+from minideepseek.tokenizer.io import load_tokenizer
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 ZH = ("天下大势，分久必合，合久必分。周末七国分争，并入于秦。及秦灭之后，楚、汉分争，又并入于汉。"

@@ -24,8 +24,8 @@ import pack_shuffle
 import train_tokenizer
 import withdraw
 from minideepseek.arrow_io import read_columns
-from minideepseek.packing.packer import encode_docs, load_tokenizer
 from minideepseek.stage import read_manifest
+from minideepseek.tokenizer.io import encode_docs, load_tokenizer
 from tests.chain import build_chain
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -252,7 +252,7 @@ def test_new_request_waits_for_an_interrupted_one(run):
 
 
 def test_torn_log_line_is_cut_not_sealed(tmp_path):
-    from minideepseek.withdraw.tickets import TicketLog
+    from minideepseek.tickets import TicketLog
 
     log = TicketLog(tmp_path / "log.jsonl")
     log.append({"event": "repeat", "ticket": "wd-a"})

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from ..config import require
-from ..decontam import DecontamConfig
 from ..runconfig import RunConfig
+from .decontam import DecontamConfig
 
 
 @dataclass(frozen=True)

@@ -295,7 +295,7 @@ class NearDedup:
         """:meth:`pair_jaccard` of many (doc, doc) pairs, reading the texts in bulk (sorted ``take``
         per chunk of pairs, nothing cached): random row access costs ~1 ms a document at 1M rows."""
         from ..arrow_io import shard_paths
-        from ..packing.mapped import MappedArrow
+        from ..mapped import MappedArrow
 
         out: list[float] = []
         c = self.cfg

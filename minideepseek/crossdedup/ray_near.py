@@ -40,7 +40,7 @@ from ..dedup import (
     signatures_for_texts,
 )
 from ..dedup.lsh import DEFAULT_MAX_CLIQUE
-from ..packing.mapped import MappedArrow
+from ..mapped import MappedArrow
 from .config import DedupConfig
 from .near import NearDedup
 from .unionfind import UnionFind

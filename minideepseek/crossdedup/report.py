@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from ..dedup import band_keys, exact_jaccard, s_curve
 from ..progress import phases_line
-from ..sources.base import rng_for
+from ..rng import rng_for
 from ..stage import peak_rss_mb
 
 _EDIT_LEVELS = (0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6)

@@ -28,7 +28,6 @@ from tqdm import tqdm
 
 from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns, shard_paths
 from ..config import ConfigError
-from ..decontam import ContaminationIndex
 from ..executor import LocalExecutor
 from ..profile import profile_dataset, profile_markdown
 from ..progress import Laps, phases_line
@@ -36,6 +35,7 @@ from ..records import DOC_FEATURES, base_id
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
 from .config import DedupStageConfig
+from .decontam import ContaminationIndex
 from .keep import greedy_keep, transitive_keep
 from .near import NearDedup
 from .ray_near import RayNearDedup

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from ..sources.base import rng_for
+from ..mapped import MappedArrow
+from ..rng import rng_for
 from .config import PackConfig
-from .mapped import MappedArrow
 from .packer import PackStats, order_sha256, pack_to_file, shuffle_and_write
 from .partition import partitioned_blocks
 

@@ -8,10 +8,6 @@ from typing import ClassVar, Literal
 from ..config import require
 from ..runconfig import RunConfig
 
-EOT_ID = 0  # <|endoftext|>, fixed by stage 3 (tokenizer.config.SPECIAL_TOKENS)
-PAD_ID = 1  # <|pad|>
-UNK_ID = 2  # <|unk|>
-
 
 @dataclass(frozen=True)
 class PackConfig:

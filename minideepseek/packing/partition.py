@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .config import EOT_ID, PAD_ID, PackConfig
-from .mapped import MappedArrow
+from ..mapped import MappedArrow
+from ..tokenizer.config import EOT_ID, PAD_ID
+from ..tokenizer.io import encode_docs, load_tokenizer
+from .config import PackConfig
 from .packer import (
     PackStats,
     block_batch,
     check_encoded,
-    encode_docs,
-    load_tokenizer,
     packed_features,
     shuffle_and_write,
 )

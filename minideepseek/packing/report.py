@@ -15,7 +15,8 @@ import datasets
 import numpy as np
 from tokenizers import Tokenizer
 
-from .config import EOT_ID, PAD_ID, PackConfig
+from ..tokenizer.config import EOT_ID, PAD_ID
+from .config import PackConfig
 from .packer import PackStats
 
 REPORT_FILES = ("packing_report.json", "packing_report.md")

@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 
 from ..arrow_io import shard_paths
+from ..mapped import MappedArrow
+from ..rng import rng_for
 from ..runconfig import stage_config_hash
-from ..sources.base import rng_for
 from ..stage import InputRef, StageRun, peak_rss_mb, read_manifest, require_upstream, write_json_atomic, write_text_atomic
+from ..tokenizer.io import load_tokenizer
 from .by_source import pack_by_source
 from .config import PackStageConfig
-from .mapped import MappedArrow
-from .packer import DocBatch, load_tokenizer, order_sha256, pack_documents
+from .packer import DocBatch, order_sha256, pack_documents
 from .partition import pack_partitioned
 from .report import REPORT_FILES, build_report, decode_samples, report_markdown
 

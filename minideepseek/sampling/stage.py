@@ -25,8 +25,8 @@ from ..executor import LocalExecutor
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject
 from ..sources import make_source
 from ..stage import InputRef, StageRun, write_json_atomic, write_text_atomic
+from ..tickets import Matcher, TicketLog, log_matcher
 from ..tokencount import TokenCounter
-from ..withdraw.tickets import Matcher, TicketLog, log_matcher
 from .config import MixSamplerConfig
 from .filter_report import build_filter_report, filter_report_markdown
 from .process import ProcessSettings, process_batch

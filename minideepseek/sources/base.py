@@ -8,11 +8,8 @@ stream samples only its head (often one crawl dump or one repository).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from typing import Protocol
-
-import numpy as np
 
 from ..records import RawDoc
 from ..stage import InputRef
@@ -28,15 +25,3 @@ class Source(Protocol):
     def input_ref(self) -> InputRef:
         """Path + fingerprint of what this source reads, for the manifest and staleness checks."""
         ...
-
-
-def rng_for(seed: int, *keys: str | int) -> np.random.Generator:
-    """A generator seeded by (seed, keys...) that does not depend on Python's hash randomization."""
-    ints = [seed]
-    for k in keys:
-        ints.append(int.from_bytes(hashlib.sha256(str(k).encode()).digest()[:8], "little"))
-    return np.random.default_rng(np.random.SeedSequence(ints))
-
-
-def permuted(n: int, seed: int, name: str, epoch: int) -> np.ndarray:
-    return rng_for(seed, "source", name, epoch).permutation(n)

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..records import RawDoc
+from ..rng import permuted
 from ..stage import InputRef, sha256_file
-from .base import permuted
 from .config import SourceConfig
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from typing import Any
 
 from ..config import ConfigError, config_hash
 from ..records import RawDoc
+from ..rng import rng_for
 from ..stage import InputRef
-from .base import rng_for
 from .config import SourceConfig
 from .local import row_to_raw
 

@@ -29,8 +29,8 @@ from typing import Any
 
 from ..config import ConfigError
 from ..records import RawDoc, Reject, lone_surrogate_field, snippet, validate_text
+from ..rng import permuted
 from ..stage import InputRef, sha256_file
-from .base import permuted
 from .config import SourceConfig
 from .lines import FileProblem, LineReader
 

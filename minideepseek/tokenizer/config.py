@@ -9,6 +9,10 @@ from ..config import require
 from ..runconfig import RunConfig
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|pad|>", "<|unk|>")  # ids 0, 1, 2 — fixed
+# Their ids, defined here once: packing, the loader and withdrawal read them from this module.
+EOT_ID = 0  # <|endoftext|>: closes every document in the packed stream
+PAD_ID = 1  # <|pad|>: fills a block tail; never a training target
+UNK_ID = 2  # <|unk|>: unused by the byte-level model (every byte has a token); counted if seen
 # Normalizers: "none" is lossless (decode(encode(x)) == x for every valid Unicode string); "nfc" and
 # "nfkc" rewrite text (NFKC turns full-width Chinese punctuation into ASCII: `，` -> `,`), so the
 # evaluation report then lists, per domain, the share of characters they change and the top rewrites.

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from ..sources.base import rng_for
+from ..rng import rng_for
 from .config import TokenizerConfig
 
 # stage 1 writes "source:<source>:<component or format>" as the first audit entry; a format name

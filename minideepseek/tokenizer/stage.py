@@ -17,7 +17,7 @@ import numpy as np
 
 from ..arrow_io import iter_dataset_rows, read_columns, shard_paths
 from ..config import ConfigError
-from ..packing.mapped import take_texts
+from ..mapped import take_texts
 from ..progress import Heartbeat
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic

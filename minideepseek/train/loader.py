@@ -37,10 +37,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import ConfigError
-from ..sources.base import rng_for
+from ..rng import rng_for
+from ..tokenizer.config import PAD_ID
 from .loss import IGNORE
-
-PAD_ID = 1  # <|pad|> (packing.config.PAD_ID); never a training target
 
 
 @dataclass(frozen=True)

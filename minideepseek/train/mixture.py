@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from ..config import ConfigError
-from ..sources.base import rng_for
+from ..rng import rng_for
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from ..tokenizer.config import EOT_ID
 from .loader import SamplePlan
 from .model import GPT
 
-EOT_ID = 0
 PROMPTS = ("def main(", "The ", "import numpy as np\n", "In mathematics, ", "第一回")
 
 

@@ -24,8 +24,8 @@ from tokenizers import Tokenizer
 
 from ..config import to_plain
 from ..progress import Laps
+from ..rng import rng_for
 from ..runconfig import stage_config_hash
-from ..sources.base import rng_for
 from ..stage import (
     InputRef,
     StageRun,

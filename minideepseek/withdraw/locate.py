@@ -29,7 +29,7 @@ from ..arrow_io import shard_paths
 from ..config import ConfigError
 from ..records import base_id
 from ..stage import read_manifest
-from .tickets import Matcher, Selector
+from ..tickets import Matcher, Selector
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,8 @@ import pyarrow as pa
 
 from ..arrow_io import _file_sha256
 from ..stage import MANIFEST
+from ..tokenizer.config import PAD_ID
 from .locate import iter_batches, shard_paths
-
-PAD_ID = 1  # <|pad|> (packing.config.PAD_ID)
 
 
 def link_or_copy(src: Path, dst: Path) -> None:

@@ -41,6 +41,7 @@ from ..stage import (
     write_json_atomic,
     write_text_atomic,
 )
+from ..tickets import Selector, TicketLog, now_utc, ticket_id
 from .config import WithdrawStageConfig
 from .locate import Location, iter_batches, locate, resolve, shard_paths
 from .notes import impact_markdown, release_note
@@ -53,7 +54,6 @@ from .refresh import (
     refresh_tokenizer,
 )
 from .rewrite import copy_artifact, filter_dataset, filter_jsonl, repack_shards
-from .tickets import Selector, TicketLog, now_utc, ticket_id
 from .verify import token_grams, verify, word_grams
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ class Withdrawal:
             k = ids[d["id"]]
             arrays[f"w{k}"], arrays[f"wn{k}"] = word_grams(texts[d["id"]], self.wc.ngram)
             if tok is not None:
-                from ..packing.packer import encode_docs
+                from ..tokenizer.io import encode_docs
 
                 flat, ln = encode_docs(tok, [texts[d["id"]]])
                 lens[d["id"]] = int(ln[0])  # tokens + EOT, as packed
@@ -182,7 +182,7 @@ class Withdrawal:
         path = self.run_dir / "tokenizer" / "tokenizer.json"
         if read_manifest(self.run_dir / "tokenizer") is None or not path.is_file():
             return None
-        from ..packing.packer import load_tokenizer
+        from ..tokenizer.io import load_tokenizer
 
         return load_tokenizer(path)
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..arrow_io import shard_paths
-from ..decontam import ngram_hashes, words
+from ..crossdedup.decontam import ngram_hashes, words
 from ..records import base_id
 from .locate import DATASETS, iter_batches
 

@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 import xxhash
 
-from .config import ConfigError, require
+from ..config import ConfigError, require
 
 _WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
 
