@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import argparse
 
-from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
+from minideepseek.cli import build_stage_parser, open_executor, stage_main, stage_plan
 
 
 def _run(args: argparse.Namespace) -> None:
     # imported here, not at the top: --help must not pay for datasets/torch/tokenizers
-    from minideepseek.crossdedup.config import DedupStageConfig
-    from minideepseek.crossdedup.stage import run_dedup, upstream_hash
-    from minideepseek.runconfig import load_stage_config
-    cfg = load_stage_config(DedupStageConfig, args.config, args.overrides)
+    from minideepseek.crossdedup.stage import UPSTREAM, run_dedup
+    plan, cfg = stage_plan(args, "cross_source_dedup")
     with open_executor(args) as ex:
-        man = run_dedup(cfg, upstream_hash(args.config, args.overrides), args.config, force=args.force,
+        man = run_dedup(cfg, plan.upstream_hashes("cross_source_dedup")[UPSTREAM], args.config, force=args.force,
                         executor=ex)
     c = man["counters"]
     print(f"mixed_dedup: {c['docs_out']:,} of {c['docs_in']:,} docs kept (exact -{c['exact_removed']:,}, "
@@ -31,15 +29,11 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = stage_parser("cross_source_dedup.py", __doc__ or "")
-    add_executor_args(parser)
-    return parser
+    return build_stage_parser("cross_source_dedup.py", __doc__ or "")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
-    return run_cli(_run, args)
+    return stage_main(build_parser(), _run, argv)
 
 
 if __name__ == "__main__":

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 
-from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
+from minideepseek.cli import build_stage_parser, open_executor, stage_main, stage_plan
 
 
 def _run(args: argparse.Namespace) -> None:
     # imported here, not at the top: --help must not pay for datasets/torch/tokenizers
-    from minideepseek.runconfig import load_stage_config
-    from minideepseek.sampling.config import MixSamplerConfig
     from minideepseek.sampling.stage import run_mix_sampler
-    cfg = load_stage_config(MixSamplerConfig, args.config, args.overrides)
+    plan, cfg = stage_plan(args, "mix_sampler")
     with open_executor(args) as ex:
         man = run_mix_sampler(cfg, force=args.force, executor=ex)
     c = man["counters"]
@@ -29,15 +27,11 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = stage_parser("mix_sampler.py", __doc__ or "")
-    add_executor_args(parser)
-    return parser
+    return build_stage_parser("mix_sampler.py", __doc__ or "")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
-    return run_cli(_run, args)
+    return stage_main(build_parser(), _run, argv)
 
 
 if __name__ == "__main__":

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import argparse
 
-from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
+from minideepseek.cli import build_stage_parser, open_executor, stage_main, stage_plan
 
 
 def _run(args: argparse.Namespace) -> None:
     # imported here, not at the top: --help must not pay for datasets/torch/tokenizers
-    from minideepseek.packing.config import PackStageConfig
-    from minideepseek.packing.stage import ARTIFACT, run_pack, upstream_hashes
-    from minideepseek.runconfig import load_stage_config
-    cfg = load_stage_config(PackStageConfig, args.config, args.overrides)
+    from minideepseek.packing.stage import ARTIFACT, run_pack
+    plan, cfg = stage_plan(args, "pack_shuffle")
     with open_executor(args) as ex:
-        man = run_pack(cfg, upstream_hashes(args.config, args.overrides), args.config, force=args.force,
-                       executor=ex)
+        man = run_pack(cfg, plan.upstream_hashes("pack_shuffle"), args.config, force=args.force, executor=ex)
     c = man["counters"]
     tail = (f"dropped tail {c['dropped_tail_tokens']:,} tokens" if cfg.pack.tail == "drop"
             else f"{c['pad_tokens']:,} pad tokens")
@@ -34,15 +31,11 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = stage_parser("pack_shuffle.py", __doc__ or "")
-    add_executor_args(parser)
-    return parser
+    return build_stage_parser("pack_shuffle.py", __doc__ or "")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
-    return run_cli(_run, args)
+    return stage_main(build_parser(), _run, argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-STAGES=(mix_sampler cross_source_dedup train_tokenizer pack_shuffle smoke_train)
+# The stage list lives in one place, the registry (minideepseek/pipeline.py: stdlib only, so any python3
+# reads it before the virtualenv exists).
+LISTPY=python3; [ -x .venv/bin/python ] && LISTPY=.venv/bin/python
+read -r -a STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list)"
+read -r -a EXEC_STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list --executor)"
+read -r -a TORCHRUN_STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list --torchrun)"
 NPROC=${NPROC:-1}   # smoke_train processes: NPROC=2 runs it under torchrun (gloo on CPU, NCCL on GPUs)
 
 usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
@@ -86,10 +91,10 @@ for stage in "${STAGES[@]}"; do
   elif [ $started -eq 0 ]; then continue; fi
   echo "== $stage =="
   ts=$(date +%s)
-  launch=("$PY" "$stage.py" ${EXEC[@]+"${EXEC[@]}"})   # --executor: the CPU stages 1-4
-  if [ "$stage" = smoke_train ]; then
-    launch=("$PY" "$stage.py")
-    [ "$NPROC" -gt 1 ] && launch=(.venv/bin/torchrun --standalone --nproc_per_node="$NPROC" "$stage.py")
+  launch=("$PY" "$stage.py")
+  [[ " ${EXEC_STAGES[*]} " =~ " $stage " ]] && launch+=(${EXEC[@]+"${EXEC[@]}"})   # --executor: the CPU stages
+  if [[ " ${TORCHRUN_STAGES[*]} " =~ " $stage " ]] && [ "$NPROC" -gt 1 ]; then
+    launch=(.venv/bin/torchrun --standalone --nproc_per_node="$NPROC" "$stage.py")
   fi
   if ! "${launch[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"} ${LOGL[@]+"${LOGL[@]}"}; then
     echo "run_pipeline.sh: stage $stage failed; fix the error above, then rerun from it:" >&2

@@ -22,7 +22,7 @@ import sys
 # remove 2-3x run-to-run noise here (MEASURED_FACTS.md).
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
-from minideepseek.cli import run_cli, setup_logging, stage_parser  # noqa: E402
+from minideepseek.cli import build_stage_parser, run_cli, setup_logging  # noqa: E402
 
 RANK = int(os.environ.get("RANK", 0))
 
@@ -51,7 +51,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("smoke_train.py", __doc__ or "")
+    return build_stage_parser("smoke_train.py", __doc__ or "", executor=False)
 
 
 def main(argv: list[str] | None = None) -> int:

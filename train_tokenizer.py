@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import argparse
 
-from minideepseek.cli import add_executor_args, open_executor, run_cli, setup_logging, stage_parser
+from minideepseek.cli import build_stage_parser, open_executor, stage_main, stage_plan
 
 
 def _run(args: argparse.Namespace) -> None:
     # imported here, not at the top: --help must not pay for datasets/torch/tokenizers
-    from minideepseek.runconfig import load_stage_config
-    from minideepseek.tokenizer.config import TokenizerStageConfig
-    from minideepseek.tokenizer.stage import run_tokenizer, upstream_hash
-    cfg = load_stage_config(TokenizerStageConfig, args.config, args.overrides)
+    from minideepseek.pipeline import MIXED_DEDUP
+    from minideepseek.tokenizer.stage import run_tokenizer
+    plan, cfg = stage_plan(args, "train_tokenizer")
     with open_executor(args) as ex:
-        man = run_tokenizer(cfg, upstream_hash(args.config, args.overrides), args.config, force=args.force,
+        man = run_tokenizer(cfg, plan.upstream_hashes("train_tokenizer")[MIXED_DEDUP], args.config, force=args.force,
                             executor=ex)
     c = man["counters"]
     print(f"tokenizer: vocab {c['vocab_size']:,} (target {c['vocab_target']:,}) from {c['train_docs']:,} docs in "
@@ -32,15 +31,11 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = stage_parser("train_tokenizer.py", __doc__ or "")
-    add_executor_args(parser)
-    return parser
+    return build_stage_parser("train_tokenizer.py", __doc__ or "")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
-    return run_cli(_run, args)
+    return stage_main(build_parser(), _run, argv)
 
 
 if __name__ == "__main__":

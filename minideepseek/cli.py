@@ -41,6 +41,31 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
                         "local Ray instance for this run")
 
 
+def build_stage_parser(prog: str, description: str, executor: bool = True) -> argparse.ArgumentParser:
+    """A stage script's parser: --config/--set/--force/--log-level, and --executor/--ray-address for the
+    CPU stages."""
+    p = stage_parser(prog, description)
+    if executor:
+        add_executor_args(p)
+    return p
+
+
+def stage_main(parser: argparse.ArgumentParser, run: Any, argv: list[str] | None = None) -> int:
+    """Every stage script's ``main``: parse, set up logging, run ``run(args)`` under ``run_cli``."""
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    return run_cli(run, args)
+
+
+def stage_plan(args: argparse.Namespace, name: str, quiet: bool = False) -> tuple[Any, Any]:
+    """(plan, config) of stage ``name`` for this command: the config file is parsed once, and the plan
+    also gives the config hashes the stage's upstream artifacts must carry."""
+    from .pipeline import Plan
+
+    plan = Plan(args.config, args.overrides)
+    return plan, plan.config(name, quiet=quiet)
+
+
 @contextmanager
 def open_executor(args: argparse.Namespace) -> Iterator[Any]:
     from .executor import ExecutorSpec, make_executor

@@ -9,7 +9,12 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-CPU_STAGES = ("mix_sampler", "cross_source_dedup", "train_tokenizer", "pack_shuffle")
+from . import pipeline
+
+
+def _cpu_stages() -> tuple[str, ...]:
+    return tuple(s.name for s in pipeline.STAGES if s.executor)
+
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ def _common(inv: Invocation, stage: str) -> list[str]:
     out = ["--config", inv.config]
     for o in inv.overrides:
         out += ["--set", o]
-    if inv.executor != "local" and stage in CPU_STAGES:
+    if inv.executor != "local" and stage in _cpu_stages():
         out += ["--executor", inv.executor]
         if inv.ray_address:
             out += ["--ray-address", inv.ray_address]

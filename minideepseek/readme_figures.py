@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import pipeline
+
 MARKER = re.compile(r"<!-- figures:(?P<name>[\w.@-]+) -->\n(?P<body>.*?)<!-- /figures:(?P=name) -->", re.S)
 
 
@@ -91,7 +93,7 @@ def demo_table(r: Reports) -> str:
     mix = _by_source(r.get("source_mix", "sources"))
     fsrc = _by_source(r.get("filter_report", "sources"))
     tok_or_docs = "share_tokens" if unit == "tokens" else "share_docs"
-    s1, s2, s3, s4, s5 = (r.stage(a) for a in ("mixed_raw", "mixed_dedup", "tokenizer", "packed", "smoke_train"))
+    s1, s2, s3, s4, s5 = (r.stage(a) for a in pipeline.artifacts())
     rows = [("stage 1 output",
              f"{tot['docs']:,} documents, {tot['tokens']:,} DeepSeek tokens, {tot['chars'] / 1e6:.1f} M chars; "
              f"{r.get('source_mix', 'totals', 'rejects'):,} invalid rejects, "

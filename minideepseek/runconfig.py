@@ -7,13 +7,14 @@ must not be silently ignored).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .config import ConfigError, apply_overrides, build, load_yaml, require, to_plain
 
@@ -76,20 +77,42 @@ class RunConfig:
         return Path(env).expanduser() if env else Path.home() / ".cache" / "minideepseek"
 
 
+# One parse per process: every stage config of a run (and the stale check's expected hashes) is built
+# from the same parsed tree. Keyed by the file's identity and content stamp, so an edited file is re-read.
+_TREES: dict[tuple[str, int, int, tuple[str, ...]], dict[str, Any]] = {}
+
+
+def load_tree(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """The YAML at ``path`` with ``--set`` overrides applied and its sections checked (a deep copy of the
+    process-wide cached parse)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+        key = (str(p.resolve()), st.st_mtime_ns, st.st_size, tuple(overrides or ()))
+    except OSError:
+        key = None  # load_yaml names the missing file
+    if key is None or key not in _TREES:
+        data = load_yaml(path)
+        set_keys = {o.split("=", 1)[0].strip() for o in overrides or []}
+        for section, a, b in EXCLUSIVE:
+            for mine, other in ((a, b), (b, a)):
+                sec = data.get(section)
+                if f"{section}.{mine}" in set_keys and f"{section}.{other}" not in set_keys and isinstance(sec, dict):
+                    if sec.pop(other, None) is not None:
+                        log.info("--set %s.%s replaces %s.%s from %s", section, mine, section, other, path)
+        data = apply_overrides(data, overrides or [])
+        unknown = sorted(set(data) - set(KNOWN_SECTIONS))
+        if unknown:
+            raise ConfigError(f"unknown section(s) {unknown} in {path}; valid sections: {list(KNOWN_SECTIONS)}")
+        if key is None:
+            return data
+        _TREES[key] = data
+    return copy.deepcopy(_TREES[key])
+
+
 def load_stage_config(cls: type[T], path: str | Path, overrides: list[str] | None = None, quiet: bool = False) -> T:
     """Load ``path``, apply ``--set`` overrides, check sections, build ``cls`` from its sections."""
-    data = load_yaml(path)
-    set_keys = {o.split("=", 1)[0].strip() for o in overrides or []}
-    for section, a, b in EXCLUSIVE:
-        for mine, other in ((a, b), (b, a)):
-            sec = data.get(section)
-            if f"{section}.{mine}" in set_keys and f"{section}.{other}" not in set_keys and isinstance(sec, dict):
-                if sec.pop(other, None) is not None:
-                    log.info("--set %s.%s replaces %s.%s from %s", section, mine, section, other, path)
-    data = apply_overrides(data, overrides or [])
-    unknown = sorted(set(data) - set(KNOWN_SECTIONS))
-    if unknown:
-        raise ConfigError(f"unknown section(s) {unknown} in {path}; valid sections: {list(KNOWN_SECTIONS)}")
+    data = load_tree(path, overrides)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     subset = {k: v for k, v in data.items() if k in names}
     cfg = build(cls, subset, where=Path(path).stem)
@@ -132,14 +155,6 @@ def log_config(cfg: object, path: str | Path) -> None:
     if log.isEnabledFor(logging.DEBUG):
         text = yaml.safe_dump(to_plain(cfg), sort_keys=False, allow_unicode=True, default_flow_style=False, indent=2)
         log.debug("resolved config (%s):\n%s", path, text.rstrip())
-
-
-def stage_config_hash(cls: type, path: str | Path, overrides: list[str] | None = None) -> str:
-    """The config hash a stage built from ``cls`` records for this YAML + overrides: what a downstream
-    stage compares with its upstream's manifest to refuse stale inputs."""
-    from .config import config_hash
-
-    return config_hash(load_stage_config(cls, path, overrides, quiet=True))
 
 
 def _main(argv: list[str] | None = None) -> int:

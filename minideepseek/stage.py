@@ -314,10 +314,10 @@ def _chain_from_invocation() -> dict[str, str]:
     except OSError:
         return {}
     if key not in _CHAIN_CACHE:
-        from .validate import expected_hashes
+        from .pipeline import Plan
 
         try:  # the command's own validation (cli.run_cli) reports config errors; here they only mean "unknown"
-            _CHAIN_CACHE[key] = expected_hashes(inv.config, inv.overrides)
+            _CHAIN_CACHE[key] = Plan(inv.config, inv.overrides).expected_hashes()
         except ConfigError:
             _CHAIN_CACHE[key] = {}
     return _CHAIN_CACHE[key]
@@ -330,11 +330,11 @@ def _verify_mode() -> str:
     inv = current()
     if inv is None or not inv.config:
         return "sha256"
-    from .config import apply_overrides, build, load_yaml
-    from .runconfig import RunConfig
+    from .config import build
+    from .runconfig import RunConfig, load_tree
 
     try:
-        data = apply_overrides(load_yaml(inv.config), list(inv.overrides))
+        data = load_tree(inv.config, list(inv.overrides))
         return build(RunConfig, data.get("run") or {}, "run").verify
     except ConfigError:
         return "sha256"
@@ -489,3 +489,67 @@ class StageRun:
         if self.tmp_dir is not None:
             shutil.rmtree(self.tmp_dir, ignore_errors=True)
             self.tmp_dir = None
+
+
+class ArtifactEdit:
+    """The contract's second mode: an edit of a committed artifact (a withdrawal removing documents),
+    with the same guarantees as a build.
+
+    The edited copy is written into ``<artifact>.tmp-<pid>``, its manifest last (chained to its inputs'
+    new fingerprints, the edit appended to ``withdrawals``), then renamed into place; a kill at any
+    point leaves the old or the new artifact, never a mix. An artifact whose manifest already lists
+    the edit is done: a resumed edit skips it and reads back what the first run recorded.
+
+    >>> ed = ArtifactEdit(run_dir, "mixed_raw", ticket)
+    >>> got = ed.begin()
+    >>> if got is None: return ed.recorded()
+    >>> man, tmp = got; ...write the edited files into tmp...; ed.commit(man, tmp, entry, counters, {...})
+    """
+
+    def __init__(self, run_dir: Path, artifact: str, key: str,
+                 on_swap: Callable[[str], None] | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.artifact = artifact
+        self.final_dir = self.run_dir / artifact
+        self.key = key  # the edit's id (a ticket), recorded in the manifest's withdrawals
+        self.on_swap = on_swap  # called with "<artifact>:before_swap"/":after_swap" (fault injection in tests)
+
+    def recorded(self) -> dict[str, Any]:
+        """What an earlier (interrupted) run of this edit recorded for the artifact, or {}."""
+        man = read_manifest(self.final_dir) or {}
+        return next((w.get("result", {}) for w in man.get("withdrawals", []) if w["ticket"] == self.key), {})
+
+    def begin(self) -> tuple[dict[str, Any], Path] | None:
+        """(old manifest, tmp dir) when the artifact exists and does not list this edit yet."""
+        man = read_manifest(self.final_dir)
+        if man is None or any(w["ticket"] == self.key for w in man.get("withdrawals", [])):
+            return None
+        for stray in self.run_dir.glob(f"{self.artifact}.tmp-*"):
+            shutil.rmtree(stray, ignore_errors=True)
+        tmp = self.run_dir / f"{self.artifact}.tmp-{os.getpid()}"
+        tmp.mkdir()
+        return man, tmp
+
+    def commit(self, man: dict[str, Any], tmp: Path, entry: dict[str, Any], counters: dict[str, Any],
+               input_updates: dict[str, str], result: dict[str, Any] | None = None,
+               new_input_path: Path | None = None, when: str = "") -> None:
+        """Manifest of the edited artifact + atomic swap. ``input_updates``: input name -> its new
+        fingerprint (an input not listed before is added, at ``new_input_path``). The withdrawal entry
+        keeps ``result`` (shard checksums, re-pack figures), so a resumed run can still report it."""
+        volatile = tuple(f["path"] for f in man["outputs"]["files"] if f.get("volatile"))
+        files = list_files(tmp, volatile)
+        inputs = [{**i, "fingerprint": input_updates.get(i["name"], i["fingerprint"])} for i in man["inputs"]]
+        for name, fp in input_updates.items():
+            if name not in {i["name"] for i in inputs}:
+                inputs.append({"name": name, "path": str(new_input_path), "fingerprint": fp, "detail": {}})
+        new = {**man, "inputs": inputs, "outputs": {"files": files, "total_bytes": sum(f["bytes"] for f in files)},
+               "fingerprint": artifact_fingerprint(man["config_hash"], [i["fingerprint"] for i in inputs], files),
+               "counters": {**man["counters"], **counters},
+               "withdrawals": [*man.get("withdrawals", []), {**entry, "when": when, "result": result or {}}]}
+        write_json_atomic(tmp / MANIFEST, new)
+        if self.on_swap:
+            self.on_swap(f"{self.artifact}:before_swap")
+        swap_into_place(tmp, self.final_dir)
+        if self.on_swap:
+            self.on_swap(f"{self.artifact}:after_swap")
+        log.info("%s %s: %s rewritten", "withdraw", self.key, self.final_dir)

@@ -12,18 +12,10 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from . import pipeline
 from .config import apply_overrides, build
 from .runconfig import RunConfig, load_yaml
 from .stage import git_commit, package_versions, read_manifest, write_json_atomic, write_text_atomic
-
-# (artifact, stage script, reports it publishes)
-STAGES = (
-    ("mixed_raw", "mix_sampler.py", ("source_mix.md", "filter_report.md")),
-    ("mixed_dedup", "cross_source_dedup.py", ("dedup_report.md", "contamination_report.md", "data_profile.md")),
-    ("tokenizer", "train_tokenizer.py", ("tokenizer_eval.md",)),
-    ("packed", "pack_shuffle.py", ("packing_report.md",)),
-    ("smoke_train", "smoke_train.py", ("smoke_train.md",)),
-)
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -33,10 +25,11 @@ def _load(path: Path) -> dict[str, Any] | None:
 def figures(run: RunConfig) -> dict[str, Any]:
     rd, rep = run.run_dir, run.report_dir
     out: dict[str, Any] = {"run": run.name, "seed": run.seed, "stages": []}
-    for artifact, script, reports in STAGES:
-        man = read_manifest(rd / artifact)
+    for spec in pipeline.STAGES:
+        man = read_manifest(rd / spec.artifact)
+        reports = spec.md_reports()
         out["stages"].append({
-            "artifact": artifact, "script": script, "present": man is not None,
+            "artifact": spec.artifact, "script": spec.script, "present": man is not None,
             "wall_s": man.get("wall_s") if man else None, "peak_rss_mb": man.get("peak_rss_mb") if man else None,
             "finished_at": man.get("finished_at") if man else None, "fingerprint": man.get("fingerprint") if man else None,
             "reports": [r for r in reports if (rep / r).is_file()]})

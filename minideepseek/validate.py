@@ -3,60 +3,24 @@
 ``run_pipeline.sh`` calls ``python -m minideepseek.validate --config C --set ...`` before stage 1, and
 every stage script validates the whole file too, so a typo in a later section (an invalid
 ``tokenizer.vocab_size``) is reported in a second, not after minutes of stages 1-2. Also the config
-hashes every artifact must have under the current command, for the stale-upstream check.
+hashes every artifact must have under the current command come from the same ``pipeline.Plan``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, config_hash
-
-# (stage script, artifact, config class). The stage registry of issue 17 will own this table.
-STAGES: tuple[tuple[str, str, str], ...] = (
-    ("mix_sampler", "mixed_raw", "minideepseek.sampling.config:MixSamplerConfig"),
-    ("cross_source_dedup", "mixed_dedup", "minideepseek.crossdedup.config:DedupStageConfig"),
-    ("train_tokenizer", "tokenizer", "minideepseek.tokenizer.config:TokenizerStageConfig"),
-    ("pack_shuffle", "packed", "minideepseek.packing.config:PackStageConfig"),
-    ("smoke_train", "smoke_train", "minideepseek.train.config:TrainStageConfig"),
-    ("withdraw", "", "minideepseek.withdraw.config:WithdrawStageConfig"),
-)
-
-
-def _cls(ref: str) -> type:
-    mod, name = ref.split(":")
-    return getattr(importlib.import_module(mod), name)
+from .config import ConfigError
+from .pipeline import Plan
 
 
 def validate_all(config: str | Path, overrides: list[str] | tuple[str, ...] = (),
                  stages: list[str] | None = None) -> dict[str, Any]:
     """Build every (or the named) stage's config; one ConfigError listing every problem found."""
-    from .runconfig import load_stage_config
-
-    out, errors = {}, []
-    for stage, _, ref in STAGES:
-        if stages is not None and stage not in stages:
-            continue
-        try:
-            out[stage] = load_stage_config(_cls(ref), config, list(overrides), quiet=True)
-        except ConfigError as exc:
-            msg = str(exc)
-            if msg not in errors:
-                errors.append(msg)
-    if errors:
-        raise ConfigError(errors[0] if len(errors) == 1 else
-                          f"{len(errors)} problems in {config}: " + " | ".join(errors))
-    return out
-
-
-def expected_hashes(config: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
-    """Artifact name -> the config hash its manifest must carry under this command."""
-    cfgs = validate_all(config, overrides, [s for s, a, _ in STAGES if a])
-    return {a: config_hash(cfgs[s]) for s, a, _ in STAGES if a and s in cfgs}
+    return Plan(config, overrides).validate_all(stages)
 
 
 def main(argv: list[str] | None = None) -> int:

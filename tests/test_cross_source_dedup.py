@@ -116,12 +116,11 @@ def test_flag_only_and_stale_upstream(run):
     flagged = [r for r in ds if any("contamination_flagged" in t for t in r["audit_trace"])]
     assert len(flagged) == 2
     with pytest.raises(StaleInputError, match="different config"):
-        from minideepseek.crossdedup.config import DedupStageConfig
-        from minideepseek.crossdedup.stage import run_dedup, upstream_hash
-        from minideepseek.runconfig import load_stage_config
+        from minideepseek.crossdedup.stage import run_dedup
+        from minideepseek.pipeline import MIXED_RAW, Plan
 
-        c = load_stage_config(DedupStageConfig, cfg)
-        run_dedup(c, upstream_hash(str(cfg), ["sampler.target_docs=100"]), str(cfg))
+        c = Plan(cfg).config("cross_source_dedup")
+        run_dedup(c, Plan(cfg, ["sampler.target_docs=100"]).upstream_hashes("cross_source_dedup")[MIXED_RAW], str(cfg))
     assert cross_source_dedup.main(["--config", str(cfg), "--set", "sampler.target_docs=100"]) == 2
 
 

@@ -105,9 +105,8 @@ def test_partitioned_by_source_writes_the_same_blocks(runs, tmp_path):
     executor with Ray's interface) writes byte-identical shards and the same per-source table."""
     from types import SimpleNamespace
 
-    from minideepseek.packing.config import PackStageConfig
-    from minideepseek.packing.stage import run_pack, upstream_hashes
-    from minideepseek.runconfig import load_stage_config
+    from minideepseek.packing.stage import run_pack
+    from minideepseek.pipeline import Plan
 
     root, _, _ = runs
     copy = tmp_path / "run"
@@ -118,9 +117,9 @@ def test_partitioned_by_source_writes_the_same_blocks(runs, tmp_path):
     os.chdir(copy)
     try:
         sets = ["pack.by_source=true"]
-        cfg = load_stage_config(PackStageConfig, "t.yaml", sets)
+        plan = Plan("t.yaml", sets)
         ex = SimpleNamespace(kind="ray", map=lambda fn, it: [fn(x) for x in it])
-        run_pack(cfg, upstream_hashes("t.yaml", sets), "t.yaml", force=True, executor=ex)
+        run_pack(plan.config("pack_shuffle"), plan.upstream_hashes("pack_shuffle"), "t.yaml", force=True, executor=ex)
     finally:
         os.chdir(cwd)
     assert {p.name: p.read_bytes() for p in sorted((copy / "data/t/packed").glob("*.arrow"))} == ref

@@ -29,10 +29,10 @@ from tqdm import tqdm
 from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns, shard_paths
 from ..config import ConfigError
 from ..executor import LocalExecutor
+from ..pipeline import MIXED_DEDUP, MIXED_RAW
 from ..profile import profile_dataset, profile_markdown
 from ..progress import Laps, phases_line
 from ..records import DOC_FEATURES, base_id
-from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
 from .config import DedupStageConfig
 from .decontam import ContaminationIndex
@@ -44,8 +44,8 @@ from .report import build_dedup_report, contamination_markdown, dedup_markdown, 
 log = logging.getLogger(__name__)
 
 STAGE = "cross_source_dedup"
-ARTIFACT = "mixed_dedup"
-UPSTREAM = "mixed_raw"
+ARTIFACT = MIXED_DEDUP
+UPSTREAM = MIXED_RAW
 REPORTS = ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md",
            "data_profile.json", "data_profile.md")
 SCHEMA_VERSION = 2  # 2: + data_profile (length / language / code / math per source)
@@ -252,11 +252,3 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
                 "contamination_hits": len(hits_all), "removed": dict(Counter(r["reason"] for r in removed.values()))}
     return stage.commit(counters, extra={"upstream_config_hash": up["config_hash"], "dedup_params": report["params"]},
                         volatile=("dedup_report.json", "dedup_report.md"))
-
-
-
-def upstream_hash(config_path: str, overrides: list[str]) -> str:
-    """The config hash stage 1 would have for this YAML + overrides (to detect a stale mixed_raw)."""
-    from ..sampling.config import MixSamplerConfig
-
-    return stage_config_hash(MixSamplerConfig, config_path, overrides)

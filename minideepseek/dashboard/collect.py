@@ -13,11 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .. import pipeline
 from ..config import ConfigError
 from ..stage import read_manifest
-
-STAGE_ARTIFACTS = ("mixed_raw", "mixed_dedup", "tokenizer", "packed", "smoke_train")
-STAGE_NAMES = ("mix_sampler", "cross_source_dedup", "train_tokenizer", "pack_shuffle", "smoke_train")
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -78,11 +76,11 @@ def _wall_times(report_dir: Path, data_dir: Path | None) -> dict[str, float | No
     summ = _load(report_dir / "summary.json")
     out: dict[str, float | None] = {}
     if summ:
-        for s, name in zip(summ.get("stages", []), STAGE_NAMES):
+        for s, name in zip(summ.get("stages", []), pipeline.names()):
             out[name] = s.get("wall_s")
     if data_dir is not None:
-        for art, name in zip(STAGE_ARTIFACTS, STAGE_NAMES):
-            man = read_manifest(Path(data_dir) / art)
+        for spec in pipeline.STAGES:
+            man = read_manifest(Path(data_dir) / spec.artifact)
             if man is not None:
-                out[name] = man.get("wall_s")
+                out[spec.name] = man.get("wall_s")
     return out

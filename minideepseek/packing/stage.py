@@ -19,8 +19,8 @@ import numpy as np
 
 from ..arrow_io import shard_paths
 from ..mapped import MappedArrow
+from ..pipeline import MIXED_DEDUP, PACKED, TOKENIZER
 from ..rng import rng_for
-from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, peak_rss_mb, read_manifest, require_upstream, write_json_atomic, write_text_atomic
 from ..tokenizer.io import load_tokenizer
 from .by_source import pack_by_source
@@ -32,8 +32,8 @@ from .report import REPORT_FILES, build_report, decode_samples, report_markdown
 log = logging.getLogger(__name__)
 
 STAGE = "pack_shuffle"
-ARTIFACT = "packed"
-DOCS, TOKENIZER = "mixed_dedup", "tokenizer"
+ARTIFACT = PACKED
+DOCS = MIXED_DEDUP
 SCHEMA_VERSION = 1
 
 
@@ -117,13 +117,3 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
                                        "packing_efficiency", "dropped_tail_tokens", "pad_tokens", "eot")}
     counters["shards"] = len(stats.shards)
     return stage.commit(counters, volatile=REPORT_FILES, extra=extra)
-
-
-
-def upstream_hashes(config_path: str, overrides: list[str]) -> dict[str, str]:
-    """Config hashes stage 2 and stage 3 would record for this YAML + overrides (staleness check)."""
-    from ..crossdedup.config import DedupStageConfig
-    from ..tokenizer.config import TokenizerStageConfig
-
-    return {DOCS: stage_config_hash(DedupStageConfig, config_path, overrides),
-            TOKENIZER: stage_config_hash(TokenizerStageConfig, config_path, overrides)}

@@ -22,6 +22,7 @@ from tqdm import tqdm
 from ..arrow_io import DatasetWriter, iter_dataset_rows
 from ..config import ConfigError
 from ..executor import LocalExecutor
+from ..pipeline import MIXED_RAW
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject
 from ..sources import make_source
 from ..stage import InputRef, StageRun, write_json_atomic, write_text_atomic
@@ -35,7 +36,7 @@ from .report import build_source_mix, source_mix_markdown
 
 log = logging.getLogger(__name__)
 
-ARTIFACT = "mixed_raw"
+ARTIFACT = MIXED_RAW
 EXAMPLES_PER_RULE = 3
 REPORTS = ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md")
 STAGE = "mix_sampler"

@@ -18,8 +18,8 @@ import numpy as np
 from ..arrow_io import iter_dataset_rows, read_columns, shard_paths
 from ..config import ConfigError
 from ..mapped import take_texts
+from ..pipeline import MIXED_DEDUP, TOKENIZER
 from ..progress import Heartbeat
-from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic
 from .build import new_tokenizer, new_trainer
 from .config import LOSSLESS_NORMALIZERS, SPECIAL_TOKENS, TokenizerConfig, TokenizerStageConfig
@@ -30,8 +30,8 @@ from .sample import component_of, stratified_split
 log = logging.getLogger(__name__)
 
 STAGE = "train_tokenizer"
-ARTIFACT = "tokenizer"
-UPSTREAM = "mixed_dedup"
+ARTIFACT = TOKENIZER
+UPSTREAM = MIXED_DEDUP
 REPORTS = ("tokenizer_eval.json", "tokenizer_eval.md")
 SCHEMA_VERSION = 1
 COLLECT_DOCS = 2_000  # training documents per sample-collection task (--executor ray)
@@ -186,10 +186,3 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
                 "heldout_docs": len(where), "sample_per_source": sample_stats,
                 "round_trip": round_trip}
     return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss})
-
-
-def upstream_hash(config_path: str, overrides: list[str]) -> str:
-    """The config hash stage 2 would have for this YAML + overrides (to detect a stale mixed_dedup)."""
-    from ..crossdedup.config import DedupStageConfig
-
-    return stage_config_hash(DedupStageConfig, config_path, overrides)

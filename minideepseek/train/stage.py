@@ -23,9 +23,9 @@ import torch
 from tokenizers import Tokenizer
 
 from ..config import to_plain
+from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER
 from ..progress import Laps
 from ..rng import rng_for
-from ..runconfig import stage_config_hash
 from ..stage import (
     InputRef,
     StageRun,
@@ -57,8 +57,7 @@ from .trainer import (
 log = logging.getLogger(__name__)
 
 STAGE = "smoke_train"
-ARTIFACT = "smoke_train"
-PACKED, TOKENIZER = "packed", "tokenizer"
+ARTIFACT = SMOKE_TRAIN
 SCHEMA_VERSION = 1
 # Timings/memory, and torch.save's non-byte-stable file; state_digest.json + batches.jsonl are
 # reproducible on CPU and make up the fingerprint.
@@ -237,13 +236,3 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
         "criteria": criteria(res.history, val, res.status),
         "config": to_plain(tc),
     }
-
-
-
-def upstream_hashes(config_path: str, overrides: list[str]) -> dict[str, str]:
-    """Config hashes stage 4 and stage 3 would record for this YAML + overrides (staleness check)."""
-    from ..packing.config import PackStageConfig
-    from ..tokenizer.config import TokenizerStageConfig
-
-    return {PACKED: stage_config_hash(PackStageConfig, config_path, overrides),
-            TOKENIZER: stage_config_hash(TokenizerStageConfig, config_path, overrides)}

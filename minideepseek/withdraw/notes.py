@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..pipeline import MIXED_DEDUP, MIXED_RAW, PACKED
+
+# the artifacts whose text verification scans (the tokenizer holds ids of a sample, the model weights)
+TEXT_ARTIFACTS = (MIXED_RAW, MIXED_DEDUP, PACKED)
+
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.3f}%"
@@ -88,9 +93,9 @@ def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
               f"Containment threshold {v['threshold']} (word n-grams in the datasets; token n-grams in the packed "
               f"stream, or decoded words after a tokenizer retrain); largest containment of each withdrawn document "
               "found in what remains:", "",
-              "| document | " + " | ".join(["mixed_raw", "mixed_dedup", "packed"]) + " |", "|---|---:|---:|---:|"]
+              "| document | " + " | ".join(TEXT_ARTIFACTS) + " |", "|---|---:|---:|---:|"]
     for d, best in v["max_containment"].items():
-        lines.append(f"| {d} | " + " | ".join(f"{best.get(a, 0.0):.3f}" for a in ("mixed_raw", "mixed_dedup", "packed"))
+        lines.append(f"| {d} | " + " | ".join(f"{best.get(a, 0.0):.3f}" for a in TEXT_ARTIFACTS)
                      + " |")
     if v["traces"]:
         lines += ["", "Traces:", ""] + [f"- {x}" for x in v["traces"][:50]]

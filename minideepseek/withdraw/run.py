@@ -26,47 +26,31 @@ from typing import Any
 
 import numpy as np
 
+from .. import pipeline
 from ..arrow_io import iter_dataset_rows, read_columns
 from ..config import ConfigError
-from ..packing.config import PackStageConfig
-from ..runconfig import load_stage_config
+from ..pipeline import MIXED_DEDUP, PACKED, SMOKE_TRAIN, TOKENIZER, Plan
 from ..stage import (
-    MANIFEST,
-    artifact_fingerprint,
-    list_files,
+    ArtifactEdit,
     publish_reports,
     read_manifest,
     restore_interrupted_swap,
-    swap_into_place,
     write_json_atomic,
     write_text_atomic,
 )
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
 from .config import WithdrawStageConfig
-from .locate import Location, iter_batches, locate, resolve, shard_paths
+from .hooks import EditContext
+from .locate import Location, locate, resolve
 from .notes import impact_markdown, release_note
 from .refresh import (
     bases_of,
-    packed_stats,
-    refresh_mixed_dedup,
-    refresh_mixed_raw,
-    refresh_packed,
-    refresh_tokenizer,
 )
-from .rewrite import copy_artifact, filter_dataset, filter_jsonl, repack_shards
+from .rewrite import copy_artifact
 from .verify import token_grams, verify, word_grams
 
 log = logging.getLogger(__name__)
 
-ARTIFACTS = ("mixed_raw", "mixed_dedup", "tokenizer", "packed", "smoke_train")
-REPORTS = {
-    "mixed_raw": ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md"),
-    "mixed_dedup": ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md",
-                    "data_profile.json", "data_profile.md"),
-    "tokenizer": ("tokenizer_eval.json", "tokenizer_eval.md"),
-    "packed": ("packing_report.json", "packing_report.md"),
-}
-SMOKE_REPORTS = ("smoke_train.json", "smoke_train.md", "smoke_train_loss.png")
 EXIT_OK, EXIT_NOT_FOUND, EXIT_TRACES = 0, 3, 4  # 1 = crash (Python's), 2 = config error
 
 
@@ -85,6 +69,7 @@ class Withdrawal:
         self.report_dir = cfg.run.report_dir
         self.config_path = config_path
         self.overrides = overrides
+        self.plan = Plan(config_path, overrides)
         self.log = TicketLog(cfg.run.deletion_log_path)
         self.records = self.run_dir / "withdrawals"
 
@@ -94,7 +79,7 @@ class Withdrawal:
         if not selectors:
             raise ConfigError("name what to withdraw: --id, --url, --hash, --text or --source (repeatable)")
         refuse_by_source(self.run_dir)
-        for art in ARTIFACTS:
+        for art in pipeline.artifacts():
             restore_interrupted_swap(self.run_dir / art)
         t = ticket_id(selectors)
         state = self.log.tickets().get(t)
@@ -142,7 +127,7 @@ class Withdrawal:
             return EXIT_OK
         rc = EXIT_OK
         for t, s in pending:
-            for art in ARTIFACTS:
+            for art in pipeline.artifacts():
                 restore_interrupted_swap(self.run_dir / art)
             rc = max(rc, self._apply(t, s.docs or [], retrain_tokenizer))
         return rc
@@ -197,21 +182,24 @@ class Withdrawal:
         # timestamp either: reports count toward the fingerprint, which must not depend on the clock.
         entry = {"ticket": t, "summary": f"{len(ids)} document(s) withdrawn (see the release note)"}
         decision = self._retrain_decision(t, loc["tokenizer"])
+        ctx = EditContext(t, ids, bases, entry, docs, decision, before)
         results: dict[str, dict[str, Any]] = {}
-        results["mixed_raw"] = self._mixed_raw(t, ids, bases, entry, docs)
-        results["mixed_dedup"] = self._mixed_dedup(t, ids, bases, entry)
-        if decision["retrain_required"] and retrain_tokenizer:
-            self._retrain(t)
-            decision["retrained"] = True
-        else:
-            results["tokenizer"] = self._tokenizer_sample(t, ids, bases, entry, decision)
-            results["packed"] = self._packed(t, ids, bases, entry, before)
+        rebuilt: tuple[str, ...] = ()
+        editable = [s for s in pipeline.STAGES if s.remove_ids]
+        for spec in editable:  # each stage's own hook, in run order (an artifact's inputs are edited first)
+            if spec.artifact in rebuilt:
+                continue
+            if spec.artifact == TOKENIZER and decision["retrain_required"] and retrain_tokenizer:
+                rebuilt = self._retrain(t)
+                decision["retrained"] = True
+                continue
+            results[spec.artifact] = pipeline.hook(spec)(self, ctx)
         # decided from where the documents were before, so a resumed run decides the same way
         blocks_changed = decision["retrained"] or bool(loc["packed_blocks"])
         smoke = self._smoke_train(t, entry, blocks_changed)
-        for art, names in REPORTS.items():
-            if read_manifest(self.run_dir / art) is not None:
-                publish_reports(self.run_dir / art, self.report_dir, names)
+        for spec in editable:
+            if read_manifest(self.run_dir / spec.artifact) is not None:
+                publish_reports(self.run_dir / spec.artifact, self.report_dir, spec.reports)
 
         fp = np.load(self.records / f"{t}.npz")
         prints = [{"words": fp[f"w{k}"], "word_n": int(fp[f"wn{k}"]),
@@ -226,7 +214,7 @@ class Withdrawal:
         record = {"ticket": t, "selectors": [s.to_json() for s in state.selectors], "who": state.who,
                   "why": state.why, "accepted": state.when, "applied": now_utc(), "docs": docs, "location": loc,
                   "before": before["figures"], "after": figures(self.run_dir), "shards": shards,
-                  "repack": results.get("packed", {}).get("repack", {}), "tokenizer": decision, "smoke_train": smoke,
+                  "repack": results.get(PACKED, {}).get("repack", {}), "tokenizer": decision, "smoke_train": smoke,
                   "verification": result}
         write_json_atomic(self.records / f"{t}.json", record)
         out = self.report_dir / "withdrawals"
@@ -266,182 +254,36 @@ class Withdrawal:
         summary_main(args)
 
     # ---- per artifact --------------------------------------------------------------------------
-    def _done(self, art: str, t: str) -> dict[str, Any]:
-        """What an earlier (interrupted) run of ticket ``t`` recorded for ``art``, or {}."""
-        man = read_manifest(self.run_dir / art) or {}
-        return next((w.get("result", {}) for w in man.get("withdrawals", []) if w["ticket"] == t), {})
+    def edit(self, art: str, t: str) -> ArtifactEdit:
+        return ArtifactEdit(self.run_dir, art, t, on_swap=crash_point)
 
-    def _begin(self, art: str, t: str) -> tuple[dict[str, Any], Path] | None:
-        """(old manifest, tmp dir) when ``art`` exists and does not list the ticket yet."""
-        final = self.run_dir / art
-        man = read_manifest(final)
-        if man is None or any(w["ticket"] == t for w in man.get("withdrawals", [])):
-            return None
-        for stray in self.run_dir.glob(f"{art}.tmp-*"):
-            shutil.rmtree(stray, ignore_errors=True)
-        tmp = self.run_dir / f"{art}.tmp-{os.getpid()}"
-        tmp.mkdir()
-        return man, tmp
+    def commit(self, ed: ArtifactEdit, man: dict[str, Any], tmp: Path, entry: dict[str, Any],
+               counters: dict[str, Any], input_updates: dict[str, str], result: dict[str, Any] | None = None) -> None:
+        """``ed.commit`` with this run's clock and ticket log (the input a first withdrawal adds)."""
+        ed.commit(man, tmp, entry, counters, input_updates, result, new_input_path=self.log.path, when=now_utc())
 
-    def _commit(self, art: str, man: dict[str, Any], tmp: Path, entry: dict[str, Any],
-                counters: dict[str, Any], input_updates: dict[str, str], result: dict[str, Any] | None = None) -> None:
-        """Manifest of the rewritten ``art`` (chained to its inputs' new fingerprints) + atomic swap. The
-        manifest's withdrawal entry keeps ``result`` (shard checksums, re-pack figures), so a resumed
-        run can still report what this step did."""
-        volatile = tuple(f["path"] for f in man["outputs"]["files"] if f.get("volatile"))
-        files = list_files(tmp, volatile)
-        inputs = [{**i, "fingerprint": input_updates.get(i["name"], i["fingerprint"])} for i in man["inputs"]]
-        for name, fp in input_updates.items():
-            if name not in {i["name"] for i in inputs}:
-                inputs.append({"name": name, "path": str(self.log.path), "fingerprint": fp, "detail": {}})
-        new = {**man, "inputs": inputs, "outputs": {"files": files, "total_bytes": sum(f["bytes"] for f in files)},
-               "fingerprint": artifact_fingerprint(man["config_hash"], [i["fingerprint"] for i in inputs], files),
-               "counters": {**man["counters"], **counters},
-               "withdrawals": [*man.get("withdrawals", []), {**entry, "when": now_utc(), "result": result or {}}]}
-        write_json_atomic(tmp / MANIFEST, new)
-        crash_point(f"{art}:before_swap")
-        swap_into_place(tmp, self.run_dir / art)
-        crash_point(f"{art}:after_swap")
-        log.info("withdraw %s: %s rewritten", entry["ticket"], self.run_dir / art)
-
-    def _fp(self, art: str) -> str:
+    def fingerprint(self, art: str) -> str:
         man = read_manifest(self.run_dir / art)
         assert man is not None, art
         return man["fingerprint"]
 
-    def _present(self, art: str, ids: set[str]) -> set[str]:
+    def present(self, art: str, ids: set[str]) -> set[str]:
         """Which of ``ids`` are rows of ``art`` now (a document may already be gone: an overlapping
         ticket, a rebuild that honoured the log): counters move by what is really removed."""
         return {i for i in read_columns(self.run_dir / art, ["id"])["id"] if i in ids}
 
-    def _mixed_raw(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any],
-                   docs: list[dict[str, Any]]) -> dict[str, Any]:
-        got = self._begin("mixed_raw", t)
-        if got is None:
-            return self._done("mixed_raw", t)
-        man, tmp = got
-        present = self._present("mixed_raw", ids)
-        shards = filter_dataset(self.run_dir / "mixed_raw", tmp, ids)  # reports linked, then replaced by refresh
-        refresh_mixed_raw(tmp, bases, entry)
-        per = json.loads(json.dumps(man["counters"]["per_source"]))
-        for d in docs:
-            c = per.get(d["source"])
-            if c is None or d["id"] not in present:
-                continue
-            c["docs"] -= 1
-            c["tokens"] -= d["n_tokens"]
-            c["chars"] -= d["n_chars"]
-            ep = f"epoch_{d['id'].rsplit('#e', 1)[1] if '#e' in d['id'] else 1}"
-            if ep in c:
-                c[ep] -= 1
-        fp = self.log.fingerprint()
-        assert fp is not None
-        from ..sampling.stage import DELETION_INPUT
-
-        result = {"shards": shards, "rows_removed": len(present)}
-        self._commit("mixed_raw", man, tmp, entry, {"docs": man["counters"]["docs"] - len(present), "per_source": per},
-                     {DELETION_INPUT: fp}, result)
-        return result
-
-    def _mixed_dedup(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any]) -> dict[str, Any]:
-        got = self._begin("mixed_dedup", t)
-        if got is None:
-            return self._done("mixed_dedup", t)
-        man, tmp = got
-        # the two JSONL files are rewritten in place (open "w"): never a hard link to the old artifact's
-        own = {"removed.jsonl", "contamination_hits.jsonl"}
-        shards = filter_dataset(self.run_dir / "mixed_dedup", tmp, ids, skip=own)
-        src = self.run_dir / "mixed_dedup"
-        filter_jsonl(src / "removed.jsonl", tmp / "removed.jsonl", ids, ("id", "kept", "original"))
-        filter_jsonl(src / "contamination_hits.jsonl", tmp / "contamination_hits.jsonl", ids, ("doc_id",))
-        refresh_mixed_dedup(tmp, self.run_dir / "mixed_raw", bases, entry)
-        rep = json.loads((tmp / "dedup_report.json").read_text())
-        removed = rep["removed"]
-        result = {"shards": shards}
-        self._commit("mixed_dedup", man, tmp, entry,
-                     {"docs_in": rep["docs_in"], "docs_out": rep["docs_out"], "removed": removed,
-                      "exact_removed": removed.get("exact", 0), "near_removed": removed.get("near", 0),
-                      "contamination_hits": len((tmp / "contamination_hits.jsonl").read_text().splitlines())},
-                     {"mixed_raw": self._fp("mixed_raw")}, result)
-        return result
-
-    def _tokenizer_sample(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any],
-                          decision: dict[str, Any]) -> dict[str, Any]:
-        got = self._begin("tokenizer", t)
-        if got is None:
-            return self._done("tokenizer", t)
-        man, tmp = got
-        src = self.run_dir / "tokenizer"
-        copy_artifact(src, tmp, {"sample.json"})
-        sample = json.loads((src / "sample.json").read_text(encoding="utf-8"))
-        for split in sample.values():
-            split["train"] = [d for d in split["train"] if d not in ids]
-            split["heldout"] = [d for d in split["heldout"] if d not in ids]
-        write_json_atomic(tmp / "sample.json", sample)
-        verdict = ("kept although a retrain is REQUIRED (`bash run_pipeline.sh --from train_tokenizer --force`)"
-                   if decision["retrain_required"] else "kept")
-        entry_t = {**entry, "train_docs_withdrawn": decision["train_docs_withdrawn"], "summary": entry["summary"] + (
-            f"; {decision['train_docs_withdrawn']} training documents withdrawn, {decision['train_docs_withdrawn_total']} "
-            f"of {decision['train_docs']:,} since training ({100 * decision['share']:.3f}%, threshold "
-            f"{100 * decision['threshold']:.1f}%): vocabulary {verdict}; {decision['heldout_docs_withdrawn']} held-out "
-            "documents (evaluation figures are from before the withdrawal)")}
-        refresh_tokenizer(tmp, bases, entry_t)
-        self._commit("tokenizer", man, tmp, entry_t,
-                     {"withdrawn_from_training_sample": decision["train_docs_withdrawn_total"]},
-                     {"mixed_dedup": self._fp("mixed_dedup")})
-        return {}
-
-    def _packed(self, t: str, ids: set[str], bases: set[str], entry: dict[str, Any],
-                before: dict[str, Any]) -> dict[str, Any]:
-        got = self._begin("packed", t)
-        if got is None:
-            return self._done("packed", t)
-        man, tmp = got
-        src = self.run_dir / "packed"
-        old = json.loads((src / "packing_report.json").read_text(encoding="utf-8"))
-        in_block: dict[str, int] = {}  # withdrawn doc -> its tokens inside blocks (the rest was the dropped tail)
-        for path in shard_paths(src):
-            for b in iter_batches(path, ["doc_ids", "starts", "ends"]):
-                for docs, s, e in zip(b.column("doc_ids").to_pylist(), b.column("starts").to_pylist(),
-                                      b.column("ends").to_pylist()):
-                    for d, lo, hi in zip(docs, s, e):
-                        if d in ids:
-                            in_block[d] = in_block.get(d, 0) + hi - lo
-        shards, info = repack_shards(src, tmp, ids, old["seq_len"], skip=set(REPORTS["packed"]))
-        # withdrawn documents that produced tokens in this artifact: in its blocks or its dropped tail
-        tail = set(old["tail_docs"]["dropped_entirely"]) | set(old["tail_docs"]["truncated"])
-        gone = set(in_block) | (tail & ids)
-        lens = {d: before["packed_lengths"][d] for d in gone}
-        st = packed_stats(tmp, old, ids, lens, in_block, {d: n - 1 for d, n in lens.items()})
-        pcfg = load_stage_config(PackStageConfig, self.config_path, self.overrides, quiet=True)
-        weights = {s["name"]: float(s["weight"]) for s in
-                   (read_manifest(self.run_dir / "mixed_raw") or {}).get("config", {}).get("sources", [])}
-        summary = (f"; {info['touched_blocks']} block(s) touched, {info['removed_tokens']:,} tokens removed, "
-                   f"{info['moved_tokens']:,} tokens of other documents re-packed into {info['new_blocks']} "
-                   f"block(s) ({info['pad_tokens']:,} pad tokens)")
-        rep = refresh_packed(tmp, old, st, pcfg.pack, weights, self._tokenizer(), self.cfg.run.seed, bases,
-                             {**entry, "summary": entry["summary"] + summary})
-        counters = {k: rep[k] for k in ("docs", "blocks", "seq_len", "tokens_produced", "tokens_in_blocks",
-                                        "packing_efficiency", "dropped_tail_tokens", "pad_tokens", "eot")}
-        counters["shards"] = len(st.shards)
-        result = {"shards": shards, "repack": info}
-        self._commit("packed", man, tmp, entry, counters,
-                     {"mixed_dedup": self._fp("mixed_dedup"), "tokenizer": self._fp("tokenizer")}, result)
-        return result
-
-    def _retrain(self, t: str) -> None:
-        """Retrain the tokenizer and re-pack everything (asked for with --retrain-tokenizer)."""
-        from ..packing.config import PackStageConfig
-        from ..packing.stage import run_pack, upstream_hashes
-        from ..runconfig import load_stage_config
-        from ..tokenizer.config import TokenizerStageConfig
-        from ..tokenizer.stage import run_tokenizer, upstream_hash
+    def _retrain(self, t: str) -> tuple[str, ...]:
+        """Retrain the tokenizer and re-pack everything (asked for with --retrain-tokenizer); returns the
+        artifacts it rebuilt."""
+        from ..packing.stage import run_pack
+        from ..tokenizer.stage import run_tokenizer
 
         log.warning("withdraw %s: retraining the tokenizer and re-packing every shard (--retrain-tokenizer)", t)
-        tcfg = load_stage_config(TokenizerStageConfig, self.config_path, self.overrides)
-        run_tokenizer(tcfg, upstream_hash(self.config_path, self.overrides), self.config_path, force=True)
-        pcfg = load_stage_config(PackStageConfig, self.config_path, self.overrides)
-        run_pack(pcfg, upstream_hashes(self.config_path, self.overrides), self.config_path, force=True)
+        plan = self.plan
+        run_tokenizer(plan.config(TOKENIZER, quiet=False), plan.upstream_hashes(TOKENIZER)[MIXED_DEDUP],
+                      self.config_path, force=True)
+        run_pack(plan.config(PACKED, quiet=False), plan.upstream_hashes(PACKED), self.config_path, force=True)
+        return TOKENIZER, PACKED
 
     def _smoke_train(self, t: str, entry: dict[str, Any], blocks_changed: bool) -> str:
         art = self.run_dir / "smoke_train"
@@ -454,18 +296,19 @@ class Withdrawal:
             gone = art.with_name(f"smoke_train.withdrawn-{os.getpid()}")
             os.rename(art, gone)  # one atomic step: never a half-deleted artifact that still has a manifest
             shutil.rmtree(gone)
-            for name in SMOKE_REPORTS:
+            for name in pipeline.stage(SMOKE_TRAIN).reports:
                 (self.report_dir / name).unlink(missing_ok=True)
             log.warning("withdraw %s: removed %s: its model was trained on withdrawn tokens; rerun stage 5 "
                         "(`bash run_pipeline.sh --from smoke_train`)", t, art)
             return "removed (trained on withdrawn tokens; rerun stage 5)"
-        got = self._begin("smoke_train", t)
+        ed = self.edit(SMOKE_TRAIN, t)
+        got = ed.begin()
         if got is None:
             return "unchanged"
         man, tmp = got
         copy_artifact(art, tmp, set())
-        self._commit("smoke_train", man, tmp, entry, {},
-                     {"packed": self._fp("packed"), "tokenizer": self._fp("tokenizer")})
+        self.commit(ed, man, tmp, entry, {},
+                     {"packed": self.fingerprint("packed"), "tokenizer": self.fingerprint("tokenizer")})
         return "kept (no packed block held a withdrawn token)"
 
 
