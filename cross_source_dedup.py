@@ -10,31 +10,9 @@ dedup_report.{json,md}, contamination_report.{json,md}.
 
 from __future__ import annotations
 
-import argparse
+from minideepseek.cli import stage_script
 
-from minideepseek.cli import build_stage_parser, open_executor, stage_main, stage_plan
-
-
-def _run(args: argparse.Namespace) -> None:
-    # imported here, not at the top: --help must not pay for datasets/torch/tokenizers
-    from minideepseek.crossdedup.stage import UPSTREAM, run_dedup
-    plan, cfg = stage_plan(args, "cross_source_dedup")
-    with open_executor(args) as ex:
-        man = run_dedup(cfg, plan.upstream_hashes("cross_source_dedup")[UPSTREAM], args.config, force=args.force,
-                        executor=ex)
-    c = man["counters"]
-    print(f"mixed_dedup: {c['docs_out']:,} of {c['docs_in']:,} docs kept (exact -{c['exact_removed']:,}, "
-          f"near -{c['near_removed']:,}, contamination hits {c['contamination_hits']:,}) in "
-          f"{cfg.run.run_dir / 'mixed_dedup'}; report: {cfg.run.report_dir / 'dedup_report.md'}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    return build_stage_parser("cross_source_dedup.py", __doc__ or "")
-
-
-def main(argv: list[str] | None = None) -> int:
-    return stage_main(build_parser(), _run, argv)
-
+build_parser, main = stage_script("cross_source_dedup", __doc__)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -57,6 +57,36 @@ def stage_main(parser: argparse.ArgumentParser, run: Any, argv: list[str] | None
     return run_cli(run, args)
 
 
+def stage_script(name: str, doc: str | None) -> tuple[Any, Any]:
+    """``(build_parser, main)`` of the CPU stage script ``<name>.py``: the registry knows its entry and
+    its summary line, so a stage script is its docstring and this call."""
+
+    def run(args: argparse.Namespace) -> None:
+        # imported here, not at the top: --help must not pay for datasets/torch/tokenizers
+        from . import pipeline
+
+        spec = pipeline.stage(name)
+        cfg, man = run_stage(args, name, lambda cfg, up, ex: pipeline.entry(spec)(
+            cfg, up, args.config, force=args.force, executor=ex))
+        print(pipeline.summary_line(spec)(cfg, man))
+
+    def build_parser() -> argparse.ArgumentParser:
+        return build_stage_parser(f"{name}.py", doc or "")
+
+    def main(argv: list[str] | None = None) -> int:
+        return stage_main(build_parser(), run, argv)
+
+    return build_parser, main
+
+
+def run_stage(args: argparse.Namespace, name: str, call: Any) -> tuple[Any, dict[str, Any]]:
+    """A CPU stage's body: its config from the once-parsed file, then ``call(cfg, upstream_hashes,
+    executor)`` inside the executor the command asked for; returns (config, manifest)."""
+    plan, cfg = stage_plan(args, name)
+    with open_executor(args) as ex:
+        return cfg, call(cfg, plan.upstream_hashes(name), ex)
+
+
 def stage_plan(args: argparse.Namespace, name: str, quiet: bool = False) -> tuple[Any, Any]:
     """(plan, config) of stage ``name`` for this command: the config file is parsed once, and the plan
     also gives the config hashes the stage's upstream artifacts must carry."""

@@ -91,6 +91,16 @@ SHARED_PACKAGES = ("extract", "filters", "sources", "dedup", "demo_corpus")
 CLIENT_PACKAGES = ("export", "withdraw", "dashboard")
 
 
+def entry(spec: StageSpec) -> Any:
+    """``run_planned(cfg, upstream_hashes, config_path, force, executor)`` of the stage's package."""
+    return _ref(f"minideepseek.{spec.package}.stage:run_planned")
+
+
+def summary_line(spec: StageSpec) -> Any:
+    """``summary_line(cfg, manifest)`` of the stage's package: what its script prints when done."""
+    return _ref(f"minideepseek.{spec.package}.stage:summary_line")
+
+
 def hook(spec: StageSpec) -> Any:
     """The stage's withdrawal hook (``remove_ids``), imported on use."""
     assert spec.remove_ids, spec.name

@@ -13,7 +13,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import datasets
 
@@ -115,9 +115,51 @@ def doc_id(source: str, source_id: str) -> str:
     return f"{source}/{hashlib.sha1(source_id.encode('utf-8')).hexdigest()[:16]}"
 
 
+class Document(TypedDict):
+    """One row of ``mixed_raw``/``mixed_dedup`` (``DOC_FEATURES``): what stages 1-2 pass along."""
+
+    id: str  # doc_id(); an upsampled copy is copy_id(id, k)
+    source: str  # recipe source name
+    text: str
+    url: str
+    license: str
+    lang: str
+    lang_score: float
+    n_chars: int
+    n_tokens: int  # DeepSeek-V3 tokens (the recipe's unit)
+    hash: str  # text_hash(text): exact-duplicate key
+    quality_signals: str  # JSON object: per-filter measured values
+    stage: str
+    audit_trace: list[str]  # first entry "source:<source>:<component or format>", then one per step
+
+
+# Stage 1 upsamples a source on purpose by taking its documents again in epoch k >= 2 as ``<id>#e<k>``.
+COPY_MARK = "#e"
+
+
+def copy_id(doc_id: str, epoch: int) -> str:
+    """Id of epoch ``epoch``'s upsampled copy of ``doc_id``."""
+    return f"{doc_id}{COPY_MARK}{epoch}"
+
+
+def is_copy(doc_id: str) -> bool:
+    return COPY_MARK in doc_id
+
+
+def copy_epoch(doc_id: str) -> int:
+    """The sampling epoch of a document: k for a copy ``<id>#e<k>``, 1 for an original."""
+    return int(doc_id.rsplit(COPY_MARK, 1)[1]) if COPY_MARK in doc_id else 1
+
+
 def base_id(doc_id: str) -> str:
     """The original of an upsampled copy (stage 1 names epoch k's copy ``<id>#e<k>``)."""
-    return doc_id.rsplit("#e", 1)[0] if "#e" in doc_id else doc_id
+    return doc_id.rsplit(COPY_MARK, 1)[0] if COPY_MARK in doc_id else doc_id
+
+
+def trace_component(audit_trace: list[str]) -> str:
+    """The corpus component (or format) stage 1 recorded in a row's first audit entry, "" if none."""
+    first = audit_trace[0] if audit_trace else ""
+    return first.split(":", 2)[-1] if first.startswith("source:") else ""
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")

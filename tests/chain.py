@@ -57,3 +57,45 @@ def build_chain(tmp: Path, name: str = "t", weights: tuple[float, float] = (0.55
     finally:
         os.chdir(cwd)
     return root
+
+
+# Real Chinese prose (三国演义, public domain), rotated into varied short documents.
+ZH = ("天下大势，分久必合，合久必分。周末七国分争，并入于秦。及秦灭之后，楚、汉分争，又并入于汉。"
+      "汉朝自高祖斩白蛇而起义，一统天下，后来光武中兴，传至献帝，遂分为三国。")
+
+
+def code_zh_rows(n_code: int, max_bytes: int, n_zh: int = 40, urls: bool = False) -> dict[str, list[dict]]:
+    """``n_code`` stdlib modules of 3 KB..``max_bytes`` as code and ``n_zh`` Chinese documents;
+    ``urls``: each row names an origin (six code hosts, four Chinese sites) for component splits."""
+    code = sorted(p for p in STDLIB.glob("*.py") if 3_000 < p.stat().st_size < max_bytes)[:n_code]
+    rows = {"code": [{"id": p.stem, "text": p.read_text(encoding="utf-8")} for p in code],
+            "zh": [{"id": f"z{i}", "text": ZH[i % 17:] + ZH[: i % 17] + f" 第{i}回"} for i in range(n_zh)]}
+    if urls:
+        for i, r in enumerate(rows["code"]):
+            r["url"] = f"https://code{i % 6}.example/{r['id']}"
+        for i, r in enumerate(rows["zh"]):
+            r["url"] = f"https://zh{i % 4}.example/{i}"
+    return rows
+
+
+def code_zh_chain(tmp: Path, rows: dict[str, list[dict]], seed: int, sections: dict, stages: tuple) -> Path:
+    """Write ``rows`` as JSONL sources (code 0.8 / Chinese 0.2), a config with ``sections`` on top of
+    exact-dedup-only stage-2 settings, and run ``stages`` (script modules) on it; returns the config."""
+    for name, rs in rows.items():
+        (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs))
+    cfg = {
+        "run": {"name": "t", "seed": seed, "data_dir": str(tmp / "data"), "reports_dir": str(tmp / "reports")},
+        "sources": [
+            {"name": "the_stack_v2", "type": "local", "path": str(tmp / "code.jsonl"), "id_field": "id",
+             "fmt": "code", "weight": 0.8},
+            {"name": "wanjuan_zh", "type": "local", "path": str(tmp / "zh.jsonl"), "id_field": "id", "weight": 0.2},
+        ],
+        "dedup": {"num_proc": 1, "scurve_docs": 10, "near": False},
+        "decontam": {"enabled": False},
+        **sections,
+    }
+    p = tmp / "cfg.yaml"
+    p.write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    for stage in stages:
+        assert stage.main(["--config", str(p)]) == 0
+    return p

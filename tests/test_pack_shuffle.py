@@ -10,7 +10,6 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pytest
-import yaml
 
 import cross_source_dedup
 import mix_sampler
@@ -22,10 +21,9 @@ from minideepseek.rng import rng_for
 from minideepseek.stage import read_manifest
 from minideepseek.tokenizer.config import EOT_ID, PAD_ID
 from minideepseek.tokenizer.io import load_tokenizer
+from tests.chain import code_zh_chain, code_zh_rows
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-ZH = ("天下大势，分久必合，合久必分。周末七国分争，并入于秦。及秦灭之后，楚、汉分争，又并入于汉。"
-      "汉朝自高祖斩白蛇而起义，一统天下，后来光武中兴，传至献帝，遂分为三国。")
 SEQ = 64
 SHARD = 64 << 10
 
@@ -34,31 +32,15 @@ SHARD = 64 << 10
 def chain(tmp_path_factory):
     """Stages 1-3 on local JSONL (stdlib code + Chinese prose), near dedup and decontam off."""
     tmp = tmp_path_factory.mktemp("pack")
-    code = sorted(p for p in STDLIB.glob("*.py") if 3_000 < p.stat().st_size < 20_000)[:40]
-    rows = {"code": [{"id": p.stem, "text": p.read_text(encoding="utf-8")} for p in code],
-            "zh": [{"id": f"z{i}", "text": ZH[i % 17:] + ZH[: i % 17] + f" 第{i}回"} for i in range(40)]}
+    rows = code_zh_rows(40, 20_000)
     # a document that quotes the EOT string must not forge a document boundary
     rows["zh"][0]["text"] += " 模型在文档之间插入 <|endoftext|> 作为分隔符。"
-    for name, rs in rows.items():
-        (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs))
-    cfg = {
-        "run": {"name": "t", "seed": 7, "data_dir": str(tmp / "data"), "reports_dir": str(tmp / "reports")},
-        "sources": [
-            {"name": "the_stack_v2", "type": "local", "path": str(tmp / "code.jsonl"), "id_field": "id",
-             "fmt": "code", "weight": 0.8},
-            {"name": "wanjuan_zh", "type": "local", "path": str(tmp / "zh.jsonl"), "id_field": "id", "weight": 0.2},
-        ],
+    p = code_zh_chain(tmp, rows, 7, {
         "sampler": {"target_docs": 80, "num_proc": 1},
-        "dedup": {"num_proc": 1, "scurve_docs": 10, "near": False},
-        "decontam": {"enabled": False},
         "tokenizer": {"vocab_size": 2000, "heldout_min_docs": 3, "min_chars_per_source": 1000,
                       "eval_reference": False},
         "pack": {"seq_len": SEQ, "max_shard_bytes": SHARD, "batch_docs": 3, "decode_samples": 4},
-    }
-    p = tmp / "cfg.yaml"
-    p.write_text(yaml.safe_dump(cfg, allow_unicode=True))
-    for stage in (mix_sampler, cross_source_dedup, train_tokenizer):
-        assert stage.main(["--config", str(p)]) == 0
+    }, (mix_sampler, cross_source_dedup, train_tokenizer))
     return tmp, p
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 
 import cross_source_dedup
 import mix_sampler
@@ -24,11 +23,10 @@ from minideepseek.train.loader import LoaderState, PackedBlocks, RankLoader, Sam
 from minideepseek.train.loss import IGNORE, chunked_lm_loss, full_lm_loss
 from minideepseek.train.model import GPT, ModelConfig
 from minideepseek.train.report import spikes
+from tests.chain import code_zh_chain, code_zh_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-ZH = ("天下大势，分久必合，合久必分。周末七国分争，并入于秦。及秦灭之后，楚、汉分争，又并入于汉。"
-      "汉朝自高祖斩白蛇而起义，一统天下，后来光武中兴，传至献帝，遂分为三国。")
 SEQ = 64  # packed block length
 TRAIN = {"n_layer": 1, "d_model": 64, "n_head": 2, "seq_len": 32, "micro_batch": 8, "val_blocks": 4,
          "max_steps": 80, "warmup": 10, "lr": 0.01, "min_lr": 0.001, "eval_interval": 20, "loss_chunk": 50,
@@ -39,30 +37,13 @@ TRAIN = {"n_layer": 1, "d_model": 64, "n_head": 2, "seq_len": 32, "micro_batch":
 def chain(tmp_path_factory):
     """Stages 1-4 on local JSONL; packed blocks of 64 tokens, vocab 2000."""
     tmp = tmp_path_factory.mktemp("train")
-    code = sorted(p for p in STDLIB.glob("*.py") if 3_000 < p.stat().st_size < 20_000)[:40]
-    rows = {"code": [{"id": p.stem, "text": p.read_text(encoding="utf-8")} for p in code],
-            "zh": [{"id": f"z{i}", "text": ZH[i % 17:] + ZH[: i % 17] + f" 第{i}回"} for i in range(40)]}
-    for name, rs in rows.items():
-        (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs))
-    cfg = {
-        "run": {"name": "t", "seed": 7, "data_dir": str(tmp / "data"), "reports_dir": str(tmp / "reports")},
-        "sources": [
-            {"name": "the_stack_v2", "type": "local", "path": str(tmp / "code.jsonl"), "id_field": "id",
-             "fmt": "code", "weight": 0.8},
-            {"name": "wanjuan_zh", "type": "local", "path": str(tmp / "zh.jsonl"), "id_field": "id", "weight": 0.2},
-        ],
+    p = code_zh_chain(tmp, code_zh_rows(40, 20_000), 7, {
         "sampler": {"target_docs": 80, "num_proc": 1},
-        "dedup": {"num_proc": 1, "scurve_docs": 10, "near": False},
-        "decontam": {"enabled": False},
         "tokenizer": {"vocab_size": 2000, "heldout_min_docs": 3, "min_chars_per_source": 1000,
                       "eval_reference": False},
         "pack": {"seq_len": SEQ, "max_shard_bytes": 64 << 10, "decode_samples": 2},
         "train": TRAIN,
-    }
-    p = tmp / "cfg.yaml"
-    p.write_text(yaml.safe_dump(cfg, allow_unicode=True))
-    for stage in (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle):
-        assert stage.main(["--config", str(p)]) == 0
+    }, (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle))
     return tmp, p
 
 

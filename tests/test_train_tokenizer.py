@@ -5,7 +5,6 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-import yaml
 from tokenizers import Tokenizer
 
 import cross_source_dedup
@@ -14,41 +13,20 @@ import train_tokenizer
 from minideepseek.stage import read_manifest
 from minideepseek.tokenizer.config import TokenizerConfig
 from minideepseek.tokenizer.sample import stratified_split
+from tests.chain import code_zh_chain, code_zh_rows
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-ZH = ("天下大势，分久必合，合久必分。周末七国分争，并入于秦。及秦灭之后，楚、汉分争，又并入于汉。"
-      "汉朝自高祖斩白蛇而起义，一统天下，后来光武中兴，传至献帝，遂分为三国。")
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tok")
-    code = sorted(p for p in STDLIB.glob("*.py") if 3_000 < p.stat().st_size < 30_000)[:60]
     # urls name the origin: six code hosts and four Chinese ones, the components the split holds out whole
-    rows = {"code": [{"id": p.stem, "text": p.read_text(encoding="utf-8"), "url": f"https://code{i % 6}.example/{p.stem}"}
-                     for i, p in enumerate(code)],
-            # real Chinese prose (三国演义, public domain), cut into varied documents
-            "zh": [{"id": f"z{i}", "text": ZH[i % 17:] + ZH[: i % 17] + f" 第{i}回", "url": f"https://zh{i % 4}.example/{i}"}
-                   for i in range(40)]}
-    for name, rs in rows.items():
-        (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs))
-    cfg = {
-        "run": {"name": "t", "seed": 5, "data_dir": str(tmp / "data"), "reports_dir": str(tmp / "reports")},
-        "sources": [
-            {"name": "the_stack_v2", "type": "local", "path": str(tmp / "code.jsonl"), "id_field": "id",
-             "fmt": "code", "weight": 0.8},
-            {"name": "wanjuan_zh", "type": "local", "path": str(tmp / "zh.jsonl"), "id_field": "id", "weight": 0.2},
-        ],
+    p = code_zh_chain(tmp, code_zh_rows(60, 30_000, urls=True), 5, {
         "sampler": {"target_docs": 100, "num_proc": 1},
-        "dedup": {"num_proc": 1, "scurve_docs": 10, "near": False},
-        "decontam": {"enabled": False},
-            "tokenizer": {"vocab_size": 3000, "heldout_min_docs": 3, "min_chars_per_source": 1000,
+        "tokenizer": {"vocab_size": 3000, "heldout_min_docs": 3, "min_chars_per_source": 1000,
                       "component_heldout_fraction": 0.2},
-    }
-    p = tmp / "cfg.yaml"
-    p.write_text(yaml.safe_dump(cfg, allow_unicode=True))
-    assert mix_sampler.main(["--config", str(p)]) == 0
-    assert cross_source_dedup.main(["--config", str(p)]) == 0
+    }, (mix_sampler, cross_source_dedup))
     return tmp, p
 
 

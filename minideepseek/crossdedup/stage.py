@@ -32,7 +32,7 @@ from ..executor import LocalExecutor
 from ..pipeline import MIXED_DEDUP, MIXED_RAW
 from ..profile import profile_dataset, profile_markdown
 from ..progress import Laps, phases_line
-from ..records import DOC_FEATURES, base_id
+from ..records import DOC_FEATURES, base_id, is_copy, trace_component
 from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
 from .config import DedupStageConfig
 from .decontam import ContaminationIndex
@@ -82,11 +82,11 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     n_tokens: list[int] = meta["n_tokens"]
     hashes: list[str] = meta["hash"]
     # stage 1's first audit entry is "source:<source>:<component or format>": finer than the source
-    components = [t[0].split(":", 2)[-1] if t else "" for t in meta.pop("audit_trace")]
+    components = [trace_component(t) for t in meta.pop("audit_trace")]
     n = len(ids)
     log.info("%s: %s documents from %s", STAGE, f"{n:,}", src_dir)
     laps = Laps(STAGE, log)  # every phase's time goes to the log and the report (wall = the whole stage)
-    is_copy = np.array(["#e" in i for i in ids], dtype=bool)
+    copies = np.array([is_copy(i) for i in ids], dtype=bool)
     index_of = {doc_id: i for i, doc_id in enumerate(ids)}
     removed: dict[int, dict[str, Any]] = {}  # doc index -> why
 
@@ -95,7 +95,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     if dc.exact:
         groups: dict[str, list[int]] = {}
         for i in range(n):
-            if not is_copy[i]:
+            if not copies[i]:
                 groups.setdefault(hashes[i], []).append(i)
         for members in groups.values():
             if len(members) < 2:
@@ -111,7 +111,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     # 2. near duplicates among the survivors
     near_info: dict[str, Any] = {}
     if dc.near:
-        todo = [i for i in range(n) if not is_copy[i] and i not in removed]
+        todo = [i for i in range(n) if not copies[i] and i not in removed]
         if executor is not None and executor.kind == "ray":  # the four phases as Ray tasks (ray_near.py)
             # absolute paths: a Ray worker's working directory is not the driver's
             nd = RayNearDedup(dc, executor, (tmp / ".near-work").resolve(), [p.resolve() for p in shard_paths(src_dir)])
@@ -176,7 +176,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
         rows = iter_dataset_rows(src_dir, columns=["id", "source", "text"])
         for row in tqdm(rows, total=n, unit="docs", desc="decontam", mininterval=2):
             i = index_of[row["id"]]
-            if i in removed or is_copy[i]:
+            if i in removed or copies[i]:
                 continue
             hits = index.scan(row["id"], row["source"], row["text"])
             if hits:
@@ -195,7 +195,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     laps.lap("decontamination")
 
     # upsampled copies follow their original
-    for i in np.flatnonzero(is_copy).tolist():
+    for i in np.flatnonzero(copies).tolist():
         orig = index_of.get(base_id(ids[i]))
         if orig is not None and orig in removed:
             removed[i] = {"reason": "copy_of_removed", "kept": None, "original": ids[orig]}
@@ -252,3 +252,18 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
                 "contamination_hits": len(hits_all), "removed": dict(Counter(r["reason"] for r in removed.values()))}
     return stage.commit(counters, extra={"upstream_config_hash": up["config_hash"], "dedup_params": report["params"]},
                         volatile=("dedup_report.json", "dedup_report.md"))
+
+
+def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
+                executor: Any = None) -> dict[str, Any]:
+    """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
+    reads to the config hash it must carry."""
+    return run_dedup(cfg, upstream[UPSTREAM], config_path, force=force, executor=executor)
+
+
+def summary_line(cfg: Any, man: dict[str, Any]) -> str:
+    """The one line the stage script prints when it is done."""
+    c = man["counters"]
+    return (f"mixed_dedup: {c['docs_out']:,} of {c['docs_in']:,} docs kept (exact -{c['exact_removed']:,}, "
+            f"near -{c['near_removed']:,}, contamination hits {c['contamination_hits']:,}) in "
+            f"{cfg.run.run_dir / ARTIFACT}; report: {cfg.run.report_dir / 'dedup_report.md'}")

@@ -117,3 +117,20 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
                                        "packing_efficiency", "dropped_tail_tokens", "pad_tokens", "eot")}
     counters["shards"] = len(stats.shards)
     return stage.commit(counters, volatile=REPORT_FILES, extra=extra)
+
+
+def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
+                executor: Any = None) -> dict[str, Any]:
+    """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
+    reads to the config hash it must carry."""
+    return run_pack(cfg, upstream, config_path, force=force, executor=executor)
+
+
+def summary_line(cfg: Any, man: dict[str, Any]) -> str:
+    """The one line the stage script prints when it is done."""
+    c = man["counters"]
+    tail = (f"dropped tail {c['dropped_tail_tokens']:,} tokens" if cfg.pack.tail == "drop"
+            else f"{c['pad_tokens']:,} pad tokens")
+    return (f"packed: {c['docs']:,} docs, {c['tokens_produced']:,} tokens -> {c['blocks']:,} blocks of "
+            f"{c['seq_len']:,} (efficiency {100 * c['packing_efficiency']:.3f}%, {tail}) in {c['shards']} shard(s) at "
+            f"{cfg.run.run_dir / ARTIFACT}; report: {cfg.run.report_dir / 'packing_report.md'}")

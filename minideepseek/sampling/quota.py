@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..config import ConfigError
-from ..records import RawDoc, Reject
+from ..records import RawDoc, Reject, copy_id
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class Taker:
                     self.stats.seen += 1
                     self.stats.evaluated += 1
                 else:
-                    item["id"] = f"{item['id']}#e{self.epoch}"
+                    item["id"] = copy_id(item["id"], self.epoch)
                     item["audit_trace"] = [*item["audit_trace"], f"sampler:upsample_epoch={self.epoch}"]
                 self._pending.append(item)
             self._check_budget()

@@ -23,7 +23,7 @@ from ..arrow_io import DatasetWriter, iter_dataset_rows
 from ..config import ConfigError
 from ..executor import LocalExecutor
 from ..pipeline import MIXED_RAW
-from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject
+from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject, copy_epoch
 from ..sources import make_source
 from ..stage import InputRef, StageRun, write_json_atomic, write_text_atomic
 from ..tickets import Matcher, TicketLog, log_matcher
@@ -240,7 +240,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
             c["docs"] += 1
             c["tokens"] += row["n_tokens"]
             c["chars"] += row["n_chars"]
-            c[f"epoch_{row['id'].rsplit('#e', 1)[1] if '#e' in row['id'] else 1}"] += 1
+            c[f"epoch_{copy_epoch(row['id'])}"] += 1
             batch.append(row)
             if len(batch) >= 512:
                 writer.write_rows(batch)
@@ -272,3 +272,15 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
         counters["withdrawn_at_ingestion"] = {n: t.stats.withdrawn for n, t in takers.items()}
     return stage.commit(counters, extra={"token_counter": {"name": counter.name, "path": str(counter.path)}})
 
+
+def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
+                executor: Any = None) -> dict[str, Any]:
+    """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
+    reads to the config hash it must carry."""
+    return run_mix_sampler(cfg, force=force, executor=executor)
+
+
+def summary_line(cfg: Any, man: dict[str, Any]) -> str:
+    """The one line the stage script prints when it is done."""
+    c = man["counters"]
+    return f"mixed_raw: {c['docs']:,} docs in {cfg.run.run_dir / ARTIFACT}; report: {cfg.run.report_dir / 'source_mix.md'}"

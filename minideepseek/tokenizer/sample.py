@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from ..records import trace_component
 from ..rng import rng_for
 from .config import TokenizerConfig
 
@@ -35,7 +36,7 @@ def component_of(first_trace: str, url: str) -> str:
     """The corpus component a document comes from: the demo package recorded by stage 1, else the URL's
     host (web pages), else the file (``file://`` records of a local source, line anchors dropped), else
     the URL's scheme + first path segment (``deb://package/...``)."""
-    comp = first_trace.split(":", 2)[-1] if first_trace.startswith("source:") else ""
+    comp = trace_component([first_trace])
     if comp and comp not in _FORMATS:
         return comp
     if not url:

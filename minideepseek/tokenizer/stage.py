@@ -186,3 +186,17 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
                 "heldout_docs": len(where), "sample_per_source": sample_stats,
                 "round_trip": round_trip}
     return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss})
+
+
+def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
+                executor: Any = None) -> dict[str, Any]:
+    """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
+    reads to the config hash it must carry."""
+    return run_tokenizer(cfg, upstream[UPSTREAM], config_path, force=force, executor=executor)
+
+
+def summary_line(cfg: Any, man: dict[str, Any]) -> str:
+    """The one line the stage script prints when it is done."""
+    c = man["counters"]
+    return (f"tokenizer: vocab {c['vocab_size']:,} (target {c['vocab_target']:,}) from {c['train_docs']:,} docs in "
+            f"{cfg.run.run_dir / ARTIFACT}; report: {cfg.run.report_dir / 'tokenizer_eval.md'}")

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import pipeline
 from ..pipeline import MIXED_DEDUP, MIXED_RAW, PACKED, TOKENIZER
-from ..stage import read_manifest, write_json_atomic
+from ..records import copy_epoch
+from ..stage import ArtifactEdit, read_manifest, write_json_atomic
 from .locate import iter_batches, shard_paths
 from .refresh import packed_stats, refresh_mixed_dedup, refresh_mixed_raw, refresh_packed, refresh_tokenizer
 from .rewrite import copy_artifact, filter_dataset, filter_jsonl, repack_shards
@@ -36,43 +38,36 @@ class EditContext:
     before: dict[str, Any]  # figures and token lengths saved before any artifact changed
 
 
-def remove_from_mixed_raw(w: Withdrawal, c: EditContext) -> dict[str, Any]:
-    t, ids, bases, entry, docs = c.ticket, c.ids, c.bases, c.entry, c.docs
-    ed = w.edit(MIXED_RAW, t)
-    got = ed.begin()
-    if got is None:
-        return ed.recorded()
-    man, tmp = got
+def remove_from_mixed_raw(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man: dict[str, Any],
+                          tmp: Path) -> dict[str, Any]:
+    ids, bases, entry, docs = c.ids, c.bases, c.entry, c.docs
     present = w.present(MIXED_RAW, ids)
     shards = filter_dataset(w.run_dir / MIXED_RAW, tmp, ids)  # reports linked, then replaced by refresh
     refresh_mixed_raw(tmp, bases, entry)
     per = json.loads(json.dumps(man["counters"]["per_source"]))
     for d in docs:
-        c = per.get(d["source"])
-        if c is None or d["id"] not in present:
+        row = per.get(d["source"])
+        if row is None or d["id"] not in present:
             continue
-        c["docs"] -= 1
-        c["tokens"] -= d["n_tokens"]
-        c["chars"] -= d["n_chars"]
-        ep = f"epoch_{d['id'].rsplit('#e', 1)[1] if '#e' in d['id'] else 1}"
-        if ep in c:
-            c[ep] -= 1
+        row["docs"] -= 1
+        row["tokens"] -= d["n_tokens"]
+        row["chars"] -= d["n_chars"]
+        ep = f"epoch_{copy_epoch(d['id'])}"
+        if ep in row:
+            row[ep] -= 1
     fp = w.log.fingerprint()
     assert fp is not None
     from ..sampling.stage import DELETION_INPUT
 
     result = {"shards": shards, "rows_removed": len(present)}
     w.commit(ed, man, tmp, entry, {"docs": man["counters"]["docs"] - len(present), "per_source": per},
-                 {DELETION_INPUT: fp}, result)
+             {DELETION_INPUT: fp}, result)
     return result
 
-def remove_from_mixed_dedup(w: Withdrawal, c: EditContext) -> dict[str, Any]:
-    t, ids, bases, entry = c.ticket, c.ids, c.bases, c.entry
-    ed = w.edit(MIXED_DEDUP, t)
-    got = ed.begin()
-    if got is None:
-        return ed.recorded()
-    man, tmp = got
+
+def remove_from_mixed_dedup(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man: dict[str, Any],
+                          tmp: Path) -> dict[str, Any]:
+    ids, bases, entry = c.ids, c.bases, c.entry
     # the two JSONL files are rewritten in place (open "w"): never a hard link to the old artifact's
     own = {"removed.jsonl", "contamination_hits.jsonl"}
     shards = filter_dataset(w.run_dir / MIXED_DEDUP, tmp, ids, skip=own)
@@ -84,19 +79,16 @@ def remove_from_mixed_dedup(w: Withdrawal, c: EditContext) -> dict[str, Any]:
     removed = rep["removed"]
     result = {"shards": shards}
     w.commit(ed, man, tmp, entry,
-                 {"docs_in": rep["docs_in"], "docs_out": rep["docs_out"], "removed": removed,
-                  "exact_removed": removed.get("exact", 0), "near_removed": removed.get("near", 0),
-                  "contamination_hits": len((tmp / "contamination_hits.jsonl").read_text().splitlines())},
-                 {MIXED_RAW: w.fingerprint(MIXED_RAW)}, result)
+             {"docs_in": rep["docs_in"], "docs_out": rep["docs_out"], "removed": removed,
+             "exact_removed": removed.get("exact", 0), "near_removed": removed.get("near", 0),
+             "contamination_hits": len((tmp / "contamination_hits.jsonl").read_text().splitlines())},
+             {MIXED_RAW: w.fingerprint(MIXED_RAW)}, result)
     return result
 
-def remove_from_tokenizer(w: Withdrawal, c: EditContext) -> dict[str, Any]:
-    t, ids, bases, entry, decision = c.ticket, c.ids, c.bases, c.entry, c.decision
-    ed = w.edit(TOKENIZER, t)
-    got = ed.begin()
-    if got is None:
-        return ed.recorded()
-    man, tmp = got
+
+def remove_from_tokenizer(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man: dict[str, Any],
+                          tmp: Path) -> dict[str, Any]:
+    ids, bases, entry, decision = c.ids, c.bases, c.entry, c.decision
     src = w.run_dir / TOKENIZER
     copy_artifact(src, tmp, {"sample.json"})
     sample = json.loads((src / "sample.json").read_text(encoding="utf-8"))
@@ -113,17 +105,14 @@ def remove_from_tokenizer(w: Withdrawal, c: EditContext) -> dict[str, Any]:
         "documents (evaluation figures are from before the withdrawal)")}
     refresh_tokenizer(tmp, bases, entry_t)
     w.commit(ed, man, tmp, entry_t,
-                 {"withdrawn_from_training_sample": decision["train_docs_withdrawn_total"]},
-                 {MIXED_DEDUP: w.fingerprint(MIXED_DEDUP)})
+             {"withdrawn_from_training_sample": decision["train_docs_withdrawn_total"]},
+             {MIXED_DEDUP: w.fingerprint(MIXED_DEDUP)})
     return {}
 
-def remove_from_packed(w: Withdrawal, c: EditContext) -> dict[str, Any]:
-    t, ids, bases, entry, before = c.ticket, c.ids, c.bases, c.entry, c.before
-    ed = w.edit(PACKED, t)
-    got = ed.begin()
-    if got is None:
-        return ed.recorded()
-    man, tmp = got
+
+def remove_from_packed(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man: dict[str, Any],
+                          tmp: Path) -> dict[str, Any]:
+    ids, bases, entry, before = c.ids, c.bases, c.entry, c.before
     src = w.run_dir / PACKED
     old = json.loads((src / "packing_report.json").read_text(encoding="utf-8"))
     in_block: dict[str, int] = {}  # withdrawn doc -> its tokens inside blocks (the rest was the dropped tail)
@@ -153,5 +142,5 @@ def remove_from_packed(w: Withdrawal, c: EditContext) -> dict[str, Any]:
     counters["shards"] = len(st.shards)
     result = {"shards": shards, "repack": info}
     w.commit(ed, man, tmp, entry, counters,
-                 {MIXED_DEDUP: w.fingerprint(MIXED_DEDUP), TOKENIZER: w.fingerprint(TOKENIZER)}, result)
+             {MIXED_DEDUP: w.fingerprint(MIXED_DEDUP), TOKENIZER: w.fingerprint(TOKENIZER)}, result)
     return result

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from ..arrow_io import shard_paths
 from ..config import ConfigError
-from ..records import base_id
+from ..records import base_id, is_copy
 from ..stage import read_manifest
 from ..tickets import Matcher, Selector
 
@@ -71,7 +71,7 @@ def resolve(run_dir: Path, selectors: list[Selector], ticket: str, duplicates: b
         cur = todo.pop()
         for other in by_base[base_id(cur)]:
             if other not in via:
-                via[other] = f"upsampled copy of {cur}" if "#e" in other else f"original of {cur}"
+                via[other] = f"upsampled copy of {cur}" if is_copy(other) else f"original of {cur}"
                 todo.append(other)
         for other, why in edges.get(base_id(cur), []):
             if other not in via and other in meta:

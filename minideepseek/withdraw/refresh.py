@@ -21,7 +21,7 @@ from ..crossdedup.report import contamination_markdown, dedup_markdown, post_ded
 from ..packing.packer import PackStats, shard_info
 from ..packing.report import build_report, decode_samples, report_markdown
 from ..profile import profile_dataset, profile_markdown
-from ..records import base_id
+from ..records import base_id, trace_component
 from ..rng import rng_for
 from ..sampling.filter_report import filter_report_markdown
 from ..sampling.report import TOLERANCE_PP, source_mix_markdown
@@ -161,7 +161,7 @@ def _refresh_clusters(rep: dict[str, Any], removed: list[dict[str, Any]], raw: d
     cluster = its kept document + the documents removed as its near duplicates)."""
     from ..crossdedup.report import _histogram
 
-    comp = {i: (t[0].split(":", 2)[-1] if t else "") for i, t in zip(raw["id"], raw["audit_trace"])}
+    comp = {i: trace_component(t) for i, t in zip(raw["id"], raw["audit_trace"])}
     src = dict(zip(raw["id"], raw["source"]))
     pairs: Counter = Counter()
     sizes: Counter = Counter()

@@ -193,7 +193,9 @@ class Withdrawal:
                 rebuilt = self._retrain(t)
                 decision["retrained"] = True
                 continue
-            results[spec.artifact] = pipeline.hook(spec)(self, ctx)
+            ed = self.edit(spec.artifact, t)
+            got = ed.begin()  # None: this artifact already lists the ticket (a resumed run)
+            results[spec.artifact] = pipeline.hook(spec)(self, ctx, ed, *got) if got else ed.recorded()
         # decided from where the documents were before, so a resumed run decides the same way
         blocks_changed = decision["retrained"] or bool(loc["packed_blocks"])
         smoke = self._smoke_train(t, entry, blocks_changed)
