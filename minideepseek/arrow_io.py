@@ -20,6 +20,8 @@ from typing import Any
 import datasets
 import pyarrow as pa
 
+ROW_BATCH = 512  # rows per record batch written by DatasetWriter.append
+
 
 class DatasetWriter:
     """Stream record batches into a ``save_to_disk``-compatible directory."""
@@ -34,6 +36,7 @@ class DatasetWriter:
         self._sink: Any = None
         self._shard_bytes = 0
         self._parts: list[Path] = []
+        self._rows: list[dict[str, Any]] = []
         self.num_rows = 0
 
     def _open(self) -> None:
@@ -48,6 +51,19 @@ class DatasetWriter:
             self._writer.close()
             self._sink.close()
             self._writer = None
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Buffer one row; every ROW_BATCH rows become one record batch. The batch boundaries are part
+        of the file's bytes, so callers that need them somewhere else call ``flush``."""
+        self._rows.append(row)
+        if len(self._rows) >= ROW_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows as one record batch."""
+        if self._rows:
+            self.write_rows(self._rows)
+            self._rows = []
 
     def write_rows(self, rows: list[dict[str, Any]]) -> None:
         if rows:
@@ -72,6 +88,7 @@ class DatasetWriter:
 
     def close(self) -> list[str]:
         """Finish shards, name them ``data-i-of-N``, write metadata; return shard file names."""
+        self.flush()
         self._close_shard()
         if not self._parts:  # an empty dataset still gets one (empty) shard so it loads
             self._open()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,172 +66,205 @@ def _keep_key(priority: dict[str, int], source: str, n_chars: int, doc_id: str) 
     return (priority.get(source, len(priority)), -n_chars, doc_id)
 
 
-def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, stage: StageRun,
-           executor: Any = None) -> dict[str, Any]:
-    dc = cfg.dedup
+@dataclass
+class _Docs:
+    """Stage 2's per-document table (columns of ``mixed_raw``, no text) and what was removed, and why."""
+
+    ids: list[str]
+    srcs: list[str]
+    n_chars: list[int]
+    n_tokens: list[int]
+    hashes: list[str]
+    components: list[str]  # stage 1's component (or format) of each document: finer than the source
+    copies: np.ndarray  # upsampled copies (``#e<k>``): never deduplicated, they follow their original
+    index_of: dict[str, int]
+    priority: dict[str, int]  # source -> rank in dedup.source_priority (lower is kept)
+    removed: dict[int, dict[str, Any]] = field(default_factory=dict)  # doc index -> why
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def keep_key(self, i: int) -> tuple:
+        return _keep_key(self.priority, self.srcs[i], self.n_chars[i], self.ids[i])
+
+    def remove(self, i: int, reason: str, kept: int, jaccard: float) -> None:
+        self.removed[i] = {"reason": reason, "kept": self.ids[kept], "kept_source": self.srcs[kept], "jaccard": jaccard}
+
+
+def _read(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path) -> _Docs:
     recipe = [(s["name"], s["weight"]) for s in up["config"]["sources"]]
-    order = list(dc.source_priority) or [name for name, _ in recipe]
+    order = list(cfg.dedup.source_priority) or [name for name, _ in recipe]
     unknown = sorted(set(order) - {n for n, _ in recipe})
     if unknown:
         raise ConfigError(f"dedup.source_priority names {unknown}, not sources of the recipe {[n for n, _ in recipe]}")
-    priority = {name: i for i, name in enumerate(order)}
-
     meta = read_columns(src_dir, ["id", "source", "n_chars", "n_tokens", "hash", "audit_trace"])
-    ids: list[str] = meta["id"]
-    srcs: list[str] = meta["source"]
-    n_chars: list[int] = meta["n_chars"]
-    n_tokens: list[int] = meta["n_tokens"]
-    hashes: list[str] = meta["hash"]
-    # stage 1's first audit entry is "source:<source>:<component or format>": finer than the source
-    components = [trace_component(t) for t in meta.pop("audit_trace")]
-    n = len(ids)
-    log.info("%s: %s documents from %s", STAGE, f"{n:,}", src_dir)
-    laps = Laps(STAGE, log)  # every phase's time goes to the log and the report (wall = the whole stage)
-    copies = np.array([is_copy(i) for i in ids], dtype=bool)
-    index_of = {doc_id: i for i, doc_id in enumerate(ids)}
-    removed: dict[int, dict[str, Any]] = {}  # doc index -> why
+    ids = meta["id"]
+    return _Docs(ids, meta["source"], meta["n_chars"], meta["n_tokens"], meta["hash"],
+                 [trace_component(t) for t in meta["audit_trace"]], np.array([is_copy(i) for i in ids], dtype=bool),
+                 {doc_id: i for i, doc_id in enumerate(ids)}, {name: i for i, name in enumerate(order)})
 
-    # 1. exact duplicates
-    exact_groups = 0
-    if dc.exact:
-        groups: dict[str, list[int]] = {}
-        for i in range(n):
-            if not copies[i]:
-                groups.setdefault(hashes[i], []).append(i)
-        for members in groups.values():
-            if len(members) < 2:
-                continue
-            exact_groups += 1
-            keep = min(members, key=lambda i: _keep_key(priority, srcs[i], n_chars[i], ids[i]))
-            for i in members:
-                if i != keep:
-                    removed[i] = {"reason": "exact", "kept": ids[keep], "kept_source": srcs[keep], "jaccard": 1.0}
-    n_exact = len(removed)
-    laps.lap("read + exact")
 
-    # 2. near duplicates among the survivors
-    near_info: dict[str, Any] = {}
-    if dc.near:
-        todo = [i for i in range(n) if not copies[i] and i not in removed]
-        if executor is not None and executor.kind == "ray":  # the four phases as Ray tasks (ray_near.py)
-            # absolute paths: a Ray worker's working directory is not the driver's
-            nd = RayNearDedup(dc, executor, (tmp / ".near-work").resolve(), [p.resolve() for p in shard_paths(src_dir)])
+def _exact(d: _Docs) -> int:
+    """Phase 1: exact duplicates (same normalized-text hash); returns the number of groups."""
+    groups: dict[str, list[int]] = {}
+    for i in range(d.n):
+        if not d.copies[i]:
+            groups.setdefault(d.hashes[i], []).append(i)
+    n_groups = 0
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        n_groups += 1
+        keep = min(members, key=d.keep_key)
+        for i in members:
+            if i != keep:
+                d.remove(i, "exact", keep, 1.0)
+    return n_groups
+
+
+def _near(cfg: DedupStageConfig, d: _Docs, src_dir: Path, tmp: Path, executor: Any) -> tuple[Any, dict[str, Any]]:
+    """Phase 2: MinHash-LSH near duplicates among the survivors, verified, kept by the cluster policy;
+    returns the engine (its pair sampler serves the report) and its figures."""
+    dc = cfg.dedup
+    todo = [i for i in range(d.n) if not d.copies[i] and i not in d.removed]
+    if executor is not None and executor.kind == "ray":  # the four phases as Ray tasks (ray_near.py)
+        # absolute paths: a Ray worker's working directory is not the driver's
+        nd = RayNearDedup(dc, executor, (tmp / ".near-work").resolve(), [p.resolve() for p in shard_paths(src_dir)])
+        nd.signatures(src_dir, todo)
+        clusters, near_info = nd.clusters(src_dir)
+        near_info["ray"] = nd.stats
+    else:
+        pool = LocalExecutor().pool(dc.num_proc)
+        try:
+            nd = NearDedup(dc, pool)
             nd.signatures(src_dir, todo)
             clusters, near_info = nd.clusters(src_dir)
-            near_info["ray"] = nd.stats
-        else:
-            pool = LocalExecutor().pool(dc.num_proc)
-            try:
-                nd = NearDedup(dc, pool)
-                nd.signatures(src_dir, todo)
-                clusters, near_info = nd.clusters(src_dir)
-            finally:
-                if pool is not None:
-                    pool.shutdown(cancel_futures=True)
-        giant = [c for c in clusters if len(c) > dc.max_cluster_size]
-        if giant and dc.giant_cluster == "error":
-            raise ConfigError(f"{len(giant)} near-duplicate cluster(s) larger than dedup.max_cluster_size="
-                              f"{dc.max_cluster_size} (largest {max(map(len, giant)):,}); inspect the dedup report, "
-                              f"raise the threshold, or set dedup.giant_cluster=warn")
-        rank = {}  # keep order over the documents that have a verified edge
-        edges = [(a, b, j) for a, b, j, _ in near_info["verified_edges"]]
-        for d in sorted({x for e in edges for x in e[:2]},
-                        key=lambda i: _keep_key(priority, srcs[i], n_chars[i], ids[i])):
-            rank[d] = len(rank)
-        greedy = greedy_keep(edges, rank)
-        transitive = transitive_keep(edges, rank)
-        edge_set = {(a, b) for a, b, _ in edges}
-        near_info["policy"] = {
-            "cluster": dc.cluster,
-            "greedy_removes": len(greedy), "transitive_removes": len(transitive),
-            # transitive removals whose survivor is not a verified (>= threshold) neighbour: chains
-            "transitive_without_kept_partner": sum(1 for d, k in transitive.items()
-                                                   if (min(d, k), max(d, k)) not in edge_set),
-        }
-        if dc.cluster == "greedy":
-            # exact verification: the edge's Jaccard is exact; estimated: compute the exact one (in bulk)
-            gl = sorted(greedy.items())
-            jacs = ([round(j, 4) for _, (_, j) in gl] if dc.verify == "exact"
-                    else nd.pair_jaccards(src_dir, [(i, k) for i, (k, _) in gl]))
-            for (i, (k, _)), jac in zip(gl, jacs):
-                removed[i] = {"reason": "near", "kept": ids[k], "kept_source": srcs[k], "jaccard": jac}
-        else:
-            tl = sorted(transitive.items())  # survivor may be no verified neighbour: compute J (in bulk)
-            for (i, k), jac in zip(tl, nd.pair_jaccards(src_dir, tl)):
-                removed[i] = {"reason": "near", "kept": ids[k], "kept_source": srcs[k], "jaccard": jac}
-        near_info["clusters"] = [sorted(c) for c in clusters]
-        kept_near = {i for i in todo if i not in removed}
-        near_info["residual"] = res = nd.residual(kept_near, edges, cfg.run.seed)
-        res["found"] = [(ids[a], ids[b], j) for a, b, j in res.get("found", [])]
-        if near_info["residual"]["verified_edges_between_kept"]:
-            raise AssertionError(f"keep policy left {near_info['residual']['verified_edges_between_kept']} verified "
-                                 f"near-duplicate edge(s) between kept documents (a bug: please report it)")
-    n_near = len(removed) - n_exact
-    laps.lap("near (signatures, candidates, verification)")
-
-    # 3. decontamination of what is left
-    hits_all = []
-    best_hits: list[dict[str, Any]] = []  # per document hit: its best item, and how many items it hit
-    if cfg.decontam.enabled:
-        index = ContaminationIndex(cfg.decontam)
-        rows = iter_dataset_rows(src_dir, columns=["id", "source", "text"])
-        for row in tqdm(rows, total=n, unit="docs", desc="decontam", mininterval=2):
-            i = index_of[row["id"]]
-            if i in removed or copies[i]:
-                continue
-            hits = index.scan(row["id"], row["source"], row["text"])
-            if hits:
-                hits_all.extend(hits)
-                best_hits.append({**hits[0].__dict__, "items_hit": len(hits)})
-                if cfg.decontam.action == "remove":
-                    h = hits[0]  # the best match: most shared n-grams (scan orders hits best first)
-                    removed[i] = {"reason": "contamination", "benchmark": h.benchmark, "item": h.item_id,
-                                  "matched_ngrams": h.matches, "item_share": h.share, "ngram": h.ngram,
-                                  "items_hit": len(hits)}
-        contamination = {"ngram": cfg.decontam.ngram, "action": cfg.decontam.action,
-                         "benchmarks": {b: {"items": index.items[b], "ngrams": index.ngrams[b]} for b in index.items}}
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+    giant = [c for c in clusters if len(c) > dc.max_cluster_size]
+    if giant and dc.giant_cluster == "error":
+        raise ConfigError(f"{len(giant)} near-duplicate cluster(s) larger than dedup.max_cluster_size="
+                          f"{dc.max_cluster_size} (largest {max(map(len, giant)):,}); inspect the dedup report, "
+                          f"raise the threshold, or set dedup.giant_cluster=warn")
+    rank = {}  # keep order over the documents that have a verified edge
+    edges = [(a, b, j) for a, b, j, _ in near_info["verified_edges"]]
+    for x in sorted({x for e in edges for x in e[:2]}, key=d.keep_key):
+        rank[x] = len(rank)
+    greedy = greedy_keep(edges, rank)
+    transitive = transitive_keep(edges, rank)
+    edge_set = {(a, b) for a, b, _ in edges}
+    near_info["policy"] = {
+        "cluster": dc.cluster,
+        "greedy_removes": len(greedy), "transitive_removes": len(transitive),
+        # transitive removals whose survivor is not a verified (>= threshold) neighbour: chains
+        "transitive_without_kept_partner": sum(1 for x, k in transitive.items()
+                                               if (min(x, k), max(x, k)) not in edge_set),
+    }
+    if dc.cluster == "greedy":
+        # exact verification: the edge's Jaccard is exact; estimated: compute the exact one (in bulk)
+        gl = sorted(greedy.items())
+        jacs = ([round(j, 4) for _, (_, j) in gl] if dc.verify == "exact"
+                else nd.pair_jaccards(src_dir, [(i, k) for i, (k, _) in gl]))
+        for (i, (k, _)), jac in zip(gl, jacs):
+            d.remove(i, "near", k, jac)
     else:
-        contamination = {"enabled": False}
+        tl = sorted(transitive.items())  # survivor may be no verified neighbour: compute J (in bulk)
+        for (i, k), jac in zip(tl, nd.pair_jaccards(src_dir, tl)):
+            d.remove(i, "near", k, jac)
+    near_info["clusters"] = [sorted(c) for c in clusters]
+    kept_near = {i for i in todo if i not in d.removed}
+    near_info["residual"] = res = nd.residual(kept_near, edges, cfg.run.seed)
+    res["found"] = [(d.ids[a], d.ids[b], j) for a, b, j in res.get("found", [])]
+    if near_info["residual"]["verified_edges_between_kept"]:
+        raise AssertionError(f"keep policy left {near_info['residual']['verified_edges_between_kept']} verified "
+                             f"near-duplicate edge(s) between kept documents (a bug: please report it)")
+    return nd, near_info
+
+
+def _decontaminate(cfg: DedupStageConfig, d: _Docs, src_dir: Path) -> tuple[list[Any], list[dict[str, Any]],
+                                                                               dict[str, Any]]:
+    """Phase 3: benchmark n-gram overlap of what is left; returns (hits, best hit per document, report)."""
+    hits_all: list[Any] = []
+    best_hits: list[dict[str, Any]] = []  # per document hit: its best item, and how many items it hit
+    if not cfg.decontam.enabled:
+        return hits_all, best_hits, {"enabled": False}
+    index = ContaminationIndex(cfg.decontam)
+    rows = iter_dataset_rows(src_dir, columns=["id", "source", "text"])
+    for row in tqdm(rows, total=d.n, unit="docs", desc="decontam", mininterval=2):
+        i = d.index_of[row["id"]]
+        if i in d.removed or d.copies[i]:
+            continue
+        hits = index.scan(row["id"], row["source"], row["text"])
+        if hits:
+            hits_all.extend(hits)
+            best_hits.append({**hits[0].__dict__, "items_hit": len(hits)})
+            if cfg.decontam.action == "remove":
+                h = hits[0]  # the best match: most shared n-grams (scan orders hits best first)
+                d.removed[i] = {"reason": "contamination", "benchmark": h.benchmark, "item": h.item_id,
+                                "matched_ngrams": h.matches, "item_share": h.share, "ngram": h.ngram,
+                                "items_hit": len(hits)}
+    contamination = {"ngram": cfg.decontam.ngram, "action": cfg.decontam.action,
+                     "benchmarks": {b: {"items": index.items[b], "ngrams": index.ngrams[b]} for b in index.items}}
+    return hits_all, best_hits, contamination
+
+
+def _follow_copies(d: _Docs) -> None:
+    """Upsampled copies follow their original."""
+    for i in np.flatnonzero(d.copies).tolist():
+        orig = d.index_of.get(base_id(d.ids[i]))
+        if orig is not None and orig in d.removed:
+            d.removed[i] = {"reason": "copy_of_removed", "kept": None, "original": d.ids[orig]}
+
+
+def _write(d: _Docs, src_dir: Path, tmp: Path, hits_all: list[Any]) -> set[str]:
+    """Survivors in input order, removals with their reasons, contamination hits; returns flagged ids."""
     flagged = {h.doc_id for h in hits_all}
-    laps.lap("decontamination")
-
-    # upsampled copies follow their original
-    for i in np.flatnonzero(copies).tolist():
-        orig = index_of.get(base_id(ids[i]))
-        if orig is not None and orig in removed:
-            removed[i] = {"reason": "copy_of_removed", "kept": None, "original": ids[orig]}
-
-    # write survivors in input order; removals with their reasons
     writer = DatasetWriter(tmp, DOC_FEATURES, 256 << 20)
-    batch: list[dict] = []
     for row in iter_dataset_rows(src_dir):
-        i = index_of[row["id"]]
-        if i in removed:
+        if d.index_of[row["id"]] in d.removed:
             continue
         row["stage"] = STAGE
         trace = f"{STAGE}:kept" + (":contamination_flagged" if row["id"] in flagged else "")
         row["audit_trace"] = [*row["audit_trace"], trace]
-        batch.append(row)
-        if len(batch) >= 512:
-            writer.write_rows(batch)
-            batch.clear()
-    writer.write_rows(batch)
+        writer.append(row)
     writer.close()
     with (tmp / "removed.jsonl").open("w", encoding="utf-8") as fh:
-        for i in sorted(removed):
-            fh.write(json.dumps({"id": ids[i], "source": srcs[i], **removed[i]}, ensure_ascii=False) + "\n")
+        for i in sorted(d.removed):
+            fh.write(json.dumps({"id": d.ids[i], "source": d.srcs[i], **d.removed[i]}, ensure_ascii=False) + "\n")
     with (tmp / "contamination_hits.jsonl").open("w", encoding="utf-8") as fh:
         for h in hits_all:
             fh.write(json.dumps(h.__dict__, ensure_ascii=False) + "\n")
+    return flagged
 
+
+def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, stage: StageRun,
+           executor: Any = None) -> dict[str, Any]:
+    dc = cfg.dedup
+    d = _read(cfg, up, src_dir)
+    log.info("%s: %s documents from %s", STAGE, f"{d.n:,}", src_dir)
+    laps = Laps(STAGE, log)  # every phase's time goes to the log and the report (wall = the whole stage)
+    exact_groups = _exact(d) if dc.exact else 0
+    n_exact = len(d.removed)
+    laps.lap("read + exact")
+    nd, near_info = _near(cfg, d, src_dir, tmp, executor) if dc.near else (None, {})
+    n_near = len(d.removed) - n_exact
+    laps.lap("near (signatures, candidates, verification)")
+    hits_all, best_hits, contamination = _decontaminate(cfg, d, src_dir)
+    laps.lap("decontamination")
+    _follow_copies(d)
+    flagged = _write(d, src_dir, tmp, hits_all)
     laps.lap("write survivors")
-    kept_mask = np.ones(n, dtype=bool)
-    kept_mask[list(removed)] = False
-    mix = post_dedup_mix(recipe, srcs, n_tokens, n_chars, kept_mask)
-    report = build_dedup_report(cfg, ids, srcs, n_chars, removed, near_info, exact_groups, mix,
-                                nd if dc.near else None, stage.elapsed(), components, index_of)
+
+    kept_mask = np.ones(d.n, dtype=bool)
+    kept_mask[list(d.removed)] = False
+    recipe = [(s["name"], s["weight"]) for s in up["config"]["sources"]]
+    mix = post_dedup_mix(recipe, d.srcs, d.n_tokens, d.n_chars, kept_mask)
+    report = build_dedup_report(cfg, d.ids, d.srcs, d.n_chars, d.removed, near_info, exact_groups, mix, nd,
+                                stage.elapsed(), d.components, d.index_of)
     laps.lap("report (sampled pairs, S-curve check)")
-    if dc.near:
+    if nd is not None:
         nd.close()  # the Ray engine's work files live in tmp: gone before the commit lists the outputs
     contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
                           # documents, counted once, under the benchmark of their best-matching item
@@ -248,8 +282,9 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     write_text_atomic(tmp / "dedup_report.md", dedup_markdown(report))
     write_json_atomic(tmp / "contamination_report.json", contamination)
     write_text_atomic(tmp / "contamination_report.md", contamination_markdown(contamination))
-    counters = {"docs_in": n, "docs_out": int(kept_mask.sum()), "exact_removed": n_exact, "near_removed": n_near,
-                "contamination_hits": len(hits_all), "removed": dict(Counter(r["reason"] for r in removed.values()))}
+    counters = {"docs_in": d.n, "docs_out": int(kept_mask.sum()), "exact_removed": n_exact, "near_removed": n_near,
+                "contamination_hits": len(hits_all),
+                "removed": dict(Counter(r["reason"] for r in d.removed.values()))}
     return stage.commit(counters, extra={"upstream_config_hash": up["config_hash"], "dedup_params": report["params"]},
                         volatile=("dedup_report.json", "dedup_report.md"))
 

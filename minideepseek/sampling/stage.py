@@ -14,6 +14,7 @@ import shutil
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -148,56 +149,74 @@ def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False, executor: Any = 
     return stage.execute(lambda tmp: _build(cfg, sources, tmp, stage, executor), cfg.run.report_dir, REPORTS, force)
 
 
-def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, executor: Any = None) -> dict[str, Any]:
-    sc = cfg.sampler
-    withdrawn = log_matcher(cfg.run.deletion_log_path)
-    if withdrawn:
-        log.info("%s: excluding documents withdrawn by the tickets in %s", STAGE, cfg.run.deletion_log_path)
-    counter = TokenCounter(sc.token_counter)
-    spill_root = tmp / "_spill"
-    spills = {name: DatasetWriter(spill_root / name, DOC_FEATURES, sc.max_shard_bytes) for name in sources}
-    buffers: dict[str, list[dict]] = {name: [] for name in sources}
-    rejects_fh = (tmp / "rejects.jsonl").open("w", encoding="utf-8")
-    reject_counts: dict[str, Counter] = {name: Counter() for name in sources}
-    bar = tqdm(total=sc.target, unit=sc.unit, desc="sampling", dynamic_ncols=True, mininterval=2)
+@dataclass
+class _Sampled:
+    """What phase 1 (sampling) hands to assembly and the reports."""
 
-    seen_ids: set[str] = set()
-    dup_ids: Counter = Counter()
-    mods: dict[str, Counter] = {name: Counter() for name in sources}
-    examples: dict[str, dict[tuple[str, str], list[dict]]] = {name: {} for name in sources}
+    takers: dict[str, Taker]
+    outcome: dict[str, Any]
+    ingestion: dict[str, Any]
+    reject_counts: dict[str, Counter]
+    mods: dict[str, Counter]  # cleanup modifier counts per source (filter report)
+    examples: dict[str, dict[tuple[str, str], list[dict]]]  # filtered examples per (filter, reason)
+    dup_ids: Counter  # ids a source reused, made unique
 
-    def emitter(name: str) -> Callable[[dict], None]:
+
+class _Collector:
+    """Where accepted rows and rejects go while sampling: a spill dataset per source (in sampling order),
+    rejects.jsonl, and the counters the reports are built from."""
+
+    def __init__(self, cfg: MixSamplerConfig, names: list[str], tmp: Path) -> None:
+        sc = cfg.sampler
+        self.unit = sc.unit
+        self.spill_root = tmp / "_spill"
+        self.spills = {n: DatasetWriter(self.spill_root / n, DOC_FEATURES, sc.max_shard_bytes) for n in names}
+        self.rejects_fh = (tmp / "rejects.jsonl").open("w", encoding="utf-8")
+        self.reject_counts: dict[str, Counter] = {n: Counter() for n in names}
+        self.seen_ids: set[str] = set()
+        self.dup_ids: Counter = Counter()
+        self.mods: dict[str, Counter] = {n: Counter() for n in names}
+        self.examples: dict[str, dict[tuple[str, str], list[dict]]] = {n: {} for n in names}
+        self.bar = tqdm(total=sc.target, unit=sc.unit, desc="sampling", dynamic_ncols=True, mininterval=2)
+
+    def emitter(self, name: str) -> Callable[[dict], None]:
         def emit(row: dict) -> None:
             row_mods = row.pop("_mods", None) or {}
-            mods[name].update(row_mods)
+            self.mods[name].update(row_mods)
             if row_mods:
-                mods[name]["docs_modified"] += 1
-            if row["id"] in seen_ids:  # the source reused an id: keep the doc, make its id unique
+                self.mods[name]["docs_modified"] += 1
+            if row["id"] in self.seen_ids:  # the source reused an id: keep the doc, make its id unique
                 k = 2
-                while f"{row['id']}~{k}" in seen_ids:
+                while f"{row['id']}~{k}" in self.seen_ids:
                     k += 1
                 row["id"] = f"{row['id']}~{k}"
                 row["audit_trace"] = [*row["audit_trace"], "sampler:duplicate_source_id"]
-                dup_ids[name] += 1
-            seen_ids.add(row["id"])
-            buffers[name].append(row)
-            bar.update(1 if sc.unit == "docs" else row["n_tokens"])
-            if len(buffers[name]) >= 512:
-                spills[name].write_rows(buffers[name])
-                buffers[name].clear()
+                self.dup_ids[name] += 1
+            self.seen_ids.add(row["id"])
+            self.spills[name].append(row)
+            self.bar.update(1 if self.unit == "docs" else row["n_tokens"])
         return emit
 
-    def on_reject(rej: Reject) -> None:
+    def on_reject(self, rej: Reject) -> None:
         if rej.kind == "filtered":
-            ex = examples[rej.source].setdefault((rej.filter, rej.reason), [])
+            ex = self.examples[rej.source].setdefault((rej.filter, rej.reason), [])
             if len(ex) < EXAMPLES_PER_RULE:
                 ex.append({"id": rej.id, "url": rej.url, "text": rej.snippet[:200]})
         elif rej.kind == "withdrawn":  # counted by its Taker; the ticket log is its record, not rejects.jsonl
             return
         else:
-            reject_counts[rej.source][rej.reason] += 1
-        rejects_fh.write(rej.to_json() + "\n")
+            self.reject_counts[rej.source][rej.reason] += 1
+        self.rejects_fh.write(rej.to_json() + "\n")
 
+    def close(self) -> None:
+        self.bar.close()
+        self.rejects_fh.close()
+
+
+def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: TokenCounter, withdrawn: Matcher | None,
+            executor: Any) -> _Sampled:
+    """Phase 1: ingestion checks, then every source's quota drawn by the recipe weights."""
+    sc = cfg.sampler
     # the extraction/filter pool: local processes, or Ray tasks (--executor ray); results are re-joined
     # in submission order, so the sample does not depend on where they ran
     pool = (executor or LocalExecutor()).pool(sc.num_proc)
@@ -207,10 +226,10 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
             settings = ProcessSettings(source=s.name, min_chars=sc.min_chars, max_chars=sc.max_chars,
                                        extract=cfg.extract, filters=s.filters, lang=s.lang)
             takers[s.name] = Taker(s.name, sources[s.name].iter_raw, sc.unit, s.max_epochs,
-                                   _Fetcher(pool, settings, counter, withdrawn), emitter(s.name), on_reject,
+                                   _Fetcher(pool, settings, counter, withdrawn), col.emitter(s.name), col.on_reject,
                                    sc.batch_size, sc.max_reject_fraction)
         weights = {s.name: s.weight for s in cfg.sources}
-        ingestion = _ingest_files(cfg, sources, takers, reject_counts, rejects_fh)
+        ingestion = _ingest_files(cfg, sources, takers, col.reject_counts, col.rejects_fh)
         for name in ingestion["empty_sources"]:
             weights[name] = 0.0  # sampler.empty_source=skip: out of the recipe, reported
         if not any(weights.values()):
@@ -220,19 +239,20 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-        bar.close()
-        rejects_fh.close()
-    for name in sources:
-        spills[name].write_rows(buffers[name])
-        spills[name].close()
+        col.close()
+    for spill in col.spills.values():
+        spill.close()
+    return _Sampled(takers, outcome, ingestion, col.reject_counts, col.mods, col.examples, col.dup_ids)
 
-    # Assemble: sources in config order, each in sampling order, truncated where shrink says so.
-    writer = DatasetWriter(tmp, DOC_FEATURES, sc.max_shard_bytes)
+
+def _assemble(cfg: MixSamplerConfig, sampled: _Sampled, spill_root: Path, tmp: Path) -> tuple[DatasetWriter, list[str],
+                                                                                              dict[str, Counter]]:
+    """Phase 2: sources in config order, each in sampling order, truncated where shrink says so."""
+    writer = DatasetWriter(tmp, DOC_FEATURES, cfg.sampler.max_shard_bytes)
     realized: dict[str, Counter] = {}
     for s in cfg.sources:
-        keep = outcome[s.name]["keep"]
+        keep = sampled.outcome[s.name]["keep"]
         c: Counter = Counter()
-        batch: list[dict] = []
         for i, row in enumerate(iter_dataset_rows(spill_root / s.name)):
             if keep is not None and i >= keep:
                 c["dropped_by_shrink"] += 1
@@ -241,28 +261,38 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
             c["tokens"] += row["n_tokens"]
             c["chars"] += row["n_chars"]
             c[f"epoch_{copy_epoch(row['id'])}"] += 1
-            batch.append(row)
-            if len(batch) >= 512:
-                writer.write_rows(batch)
-                batch.clear()
-        writer.write_rows(batch)
+            writer.append(row)
+        writer.flush()  # a source's last batch ends with it (the record batches are part of the bytes)
         realized[s.name] = c
     shards = writer.close()
     shutil.rmtree(spill_root)
+    return writer, shards, realized
 
-    mix = build_source_mix(cfg, takers, outcome, realized, reject_counts)
-    mix["ingestion"] = ingestion
+
+def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, executor: Any = None) -> dict[str, Any]:
+    withdrawn = log_matcher(cfg.run.deletion_log_path)
+    if withdrawn:
+        log.info("%s: excluding documents withdrawn by the tickets in %s", STAGE, cfg.run.deletion_log_path)
+    counter = TokenCounter(cfg.sampler.token_counter)
+    col = _Collector(cfg, list(sources), tmp)
+    sampled = _sample(cfg, sources, col, counter, withdrawn, executor)
+    writer, shards, realized = _assemble(cfg, sampled, col.spill_root, tmp)
+
+    # Phase 3: reports and the manifest
+    takers = sampled.takers
+    mix = build_source_mix(cfg, takers, sampled.outcome, realized, sampled.reject_counts)
+    mix["ingestion"] = ingestion = sampled.ingestion
     write_json_atomic(tmp / "source_mix.json", mix)
     write_text_atomic(tmp / "source_mix.md", source_mix_markdown(mix))
-    freport = build_filter_report(cfg, takers, realized, mods, examples)
+    freport = build_filter_report(cfg, takers, realized, sampled.mods, sampled.examples)
     write_json_atomic(tmp / "filter_report.json", freport)
     write_text_atomic(tmp / "filter_report.md", filter_report_markdown(freport))
     counters = {
         "docs": writer.num_rows,
         "shards": len(shards),
-        "rejects": {n: dict(sorted(c.items())) for n, c in reject_counts.items()},
+        "rejects": {n: dict(sorted(c.items())) for n, c in sampled.reject_counts.items()},
         "per_source": {n: dict(sorted(c.items())) for n, c in realized.items()},
-        "duplicate_source_ids": dict(sorted(dup_ids.items())),
+        "duplicate_source_ids": dict(sorted(sampled.dup_ids.items())),
         "filtered": {n: sum(t.stats.filtered.values()) for n, t in takers.items()},
         "file_problems": [{"source": n, **f} for n, v in ingestion["sources"].items() for f in v["files"]
                           if f["status"] != "ok" or f.get("notes")],

@@ -39,13 +39,13 @@ from ..stage import (
 from .config import TrainStageConfig
 from .dist import DistEnv
 from .loader import PackedBlocks, SamplePlan
+from .maskbench import bench_doc_mask
 from .mixrun import MIXTURE_FILES, build_mixture, source_ranges, val_loss_by_source, write_mixture
 from .report import REPORT_FILES, criteria, plot, report_markdown, spikes
 from .samples import generate, packed_samples
 from .trainer import (
     Checkpoints,
     TrainResult,
-    bench_doc_mask,
     final_checkpoint,
     model_config,
     resolve_device,
