@@ -155,12 +155,69 @@ def write_text_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def read_manifest(artifact_dir: Path) -> dict[str, Any] | None:
+class Manifest(dict):  # type: ignore[type-arg]
+    """An artifact's ``manifest.json`` with its fields named. Still the dict that was read (it is written
+    back as JSON and older code indexes it), so a field a stage adds (``by_source``) stays reachable."""
+
+    @property
+    def stage(self) -> str:
+        return self["stage"]
+
+    @property
+    def artifact(self) -> str:
+        return self["artifact"]
+
+    @property
+    def fingerprint(self) -> str:
+        return self["fingerprint"]
+
+    @property
+    def config_hash(self) -> str:
+        return self["config_hash"]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.get("config") or {}
+
+    @property
+    def counters(self) -> dict[str, Any]:
+        return self.get("counters") or {}
+
+    @property
+    def inputs(self) -> list[dict[str, Any]]:
+        return self.get("inputs") or []
+
+    @property
+    def files(self) -> list[dict[str, Any]]:
+        """Every output file: path, bytes, sha256, volatile."""
+        return (self.get("outputs") or {}).get("files") or []
+
+    @property
+    def withdrawals(self) -> list[dict[str, Any]]:
+        return self.get("withdrawals") or []
+
+    @property
+    def wall_s(self) -> float | None:
+        return self.get("wall_s")
+
+    @property
+    def peak_rss_mb(self) -> float | None:
+        return self.get("peak_rss_mb")
+
+    @property
+    def finished_at(self) -> str | None:
+        return self.get("finished_at")
+
+    def input_fingerprint(self, name: str) -> str | None:
+        return next((i["fingerprint"] for i in self.inputs if i["name"] == name), None)
+
+
+def read_manifest(artifact_dir: Path) -> Manifest | None:
     p = artifact_dir / MANIFEST
     if not p.is_file():
         return None
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return Manifest(json.loads(p.read_text(encoding="utf-8")))
     except json.JSONDecodeError:
         return None
 
@@ -424,7 +481,7 @@ class StageRun:
         return time.time() - self._t0
 
     def commit(self, counters: dict[str, Any], extra: dict[str, Any] | None = None,
-               volatile: tuple[str, ...] = ()) -> dict[str, Any]:
+               volatile: tuple[str, ...] = ()) -> Manifest:
         """Checksum outputs, write the manifest last, rename the tmp dir into place.
 
         ``volatile`` files (reports that carry wall time or peak memory) are checksummed but left out
@@ -458,6 +515,7 @@ class StageRun:
         write_json_atomic(self.tmp_dir / MANIFEST, manifest)
         swap_into_place(self.tmp_dir, self.final_dir)
         self.tmp_dir = None
+        manifest = Manifest(manifest)
         log.info("%s: wrote %s (%s files, %.1f MB) in %.1f s", self.stage, self.final_dir, len(files),
                  manifest["outputs"]["total_bytes"] / 1e6, wall)
         return manifest

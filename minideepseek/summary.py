@@ -30,8 +30,8 @@ def figures(run: RunConfig) -> dict[str, Any]:
         reports = spec.md_reports()
         out["stages"].append({
             "artifact": spec.artifact, "script": spec.script, "present": man is not None,
-            "wall_s": man.get("wall_s") if man else None, "peak_rss_mb": man.get("peak_rss_mb") if man else None,
-            "finished_at": man.get("finished_at") if man else None, "fingerprint": man.get("fingerprint") if man else None,
+            "wall_s": man.wall_s if man else None, "peak_rss_mb": man.peak_rss_mb if man else None,
+            "finished_at": man.finished_at if man else None, "fingerprint": man.fingerprint if man else None,
             "reports": [r for r in reports if (rep / r).is_file()]})
     mix = _load(rep / "source_mix.json")
     if mix:

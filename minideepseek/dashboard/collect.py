@@ -82,5 +82,5 @@ def _wall_times(report_dir: Path, data_dir: Path | None) -> dict[str, float | No
         for spec in pipeline.STAGES:
             man = read_manifest(Path(data_dir) / spec.artifact)
             if man is not None:
-                out[spec.name] = man.get("wall_s")
+                out[spec.name] = man.wall_s
     return out

@@ -267,7 +267,7 @@ class Withdrawal:
     def fingerprint(self, art: str) -> str:
         man = read_manifest(self.run_dir / art)
         assert man is not None, art
-        return man["fingerprint"]
+        return man.fingerprint
 
     def present(self, art: str, ids: set[str]) -> set[str]:
         """Which of ``ids`` are rows of ``art`` now (a document may already be gone: an overlapping
