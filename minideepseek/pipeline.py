@@ -197,14 +197,16 @@ class Plan:
 
 def layout_table() -> str:
     """Markdown: for each stage its script, package, config sections, artifact and reports."""
-    rows = ["| # | stage script | package | config sections | artifact (data/&lt;run&gt;/) "
-            "| reports (reports/&lt;run&gt;/) |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| # | stage script | package | config sections | reads | writes (`data/<run>/`) "
+            "| reports (`reports/<run>/`) |",
+            "|---|---|---|---|---|---|---|"]
     for i, s in enumerate(STAGES, start=1):
         reps = ", ".join(f"`{r}`" for r in s.reports if not r.endswith(".json"))
-        rows.append(f"| {i} | `{s.script}` | `minideepseek/{s.package}/` | "
-                    f"{', '.join(f'`{x}:`' for x in ('run', *s.sections))} | `{s.artifact}/` | {reps} |")
-    return "\n".join(rows)
+        reads = " + ".join(f"`{a}/`" for a in s.upstream) or "the recipe's sources"
+        launch = " (torchrun)" if s.torchrun else ""
+        rows.append(f"| {i} | `{s.script}`{launch} | `minideepseek/{s.package}/` | "
+                    f"{', '.join(f'`{x}:`' for x in ('run', *s.sections))} | {reads} | `{s.artifact}/` | {reps} |")
+    return "\n".join(rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -212,7 +212,9 @@ def dashboard(r: Reports) -> str:
 
 
 BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times": stage_times, "withdraw": withdrawal,
-                                               "dashboard": dashboard}
+                                               "dashboard": dashboard,
+                                               # the stage table comes from the registry, not from a run
+                                               "stages": lambda r: pipeline.layout_table()}
 
 
 def render(readme: str, reports: Reports) -> str:
