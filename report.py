@@ -21,7 +21,7 @@ from minideepseek.cli import run_cli, setup_logging
 from minideepseek.dashboard.collect import collect
 from minideepseek.dashboard.drift import Thresholds, drift_flags
 from minideepseek.dashboard.render import markdown, page
-from minideepseek.stage import write_json_atomic, write_text_atomic
+from minideepseek.fsio import write_json_atomic, write_text_atomic
 
 log = logging.getLogger("report")
 

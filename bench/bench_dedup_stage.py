@@ -31,8 +31,9 @@ from minideepseek.arrow_io import DatasetWriter  # noqa: E402
 from minideepseek.config import build  # noqa: E402
 from minideepseek.crossdedup.config import DedupStageConfig  # noqa: E402
 from minideepseek.crossdedup.stage import run_dedup  # noqa: E402
+from minideepseek.provenance import peak_rss_mb  # noqa: E402
 from minideepseek.records import DOC_FEATURES, SCHEMA_VERSION, text_hash  # noqa: E402
-from minideepseek.stage import StageRun, peak_rss_mb  # noqa: E402
+from minideepseek.stage import StageRun  # noqa: E402
 
 SOURCES = ["web", "code", "math", "academic", "zh"]
 

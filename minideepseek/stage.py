@@ -17,25 +17,23 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from .config import ConfigError, config_hash, to_plain
+from .fsio import sha256_file, write_json_atomic
+from .provenance import git_commit, package_versions, peak_rss_mb
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-_PACKAGES = ("datasets", "datasketch", "tokenizers", "pyarrow", "numpy", "torch", "trafilatura", "resiliparse")
 
 
 class StaleInputError(ConfigError):
@@ -132,29 +130,6 @@ class InputRef:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON via a temp file + os.replace, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 class Manifest(dict):  # type: ignore[type-arg]
     """An artifact's ``manifest.json`` with its fields named. Still the dict that was read (it is written
     back as JSON and older code indexes it), so a field a stage adds (``by_source``) stays reachable."""
@@ -220,34 +195,6 @@ def read_manifest(artifact_dir: Path) -> Manifest | None:
         return Manifest(json.loads(p.read_text(encoding="utf-8")))
     except json.JSONDecodeError:
         return None
-
-
-def package_versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in _PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
-
-
-def git_commit() -> str | None:
-    try:
-        res = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return res.stdout.strip() or None if res.returncode == 0 else None
-
-
-def peak_rss_mb() -> float:
-    """Peak resident set size of this process (and waited-for children), in MiB."""
-    import resource
-
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return round(max(own, kids) / 1024, 1)  # ru_maxrss is KiB on Linux
 
 
 def list_files(root: Path, volatile: tuple[str, ...] = ()) -> list[dict[str, Any]]:

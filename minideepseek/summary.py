@@ -14,8 +14,10 @@ from typing import Any
 
 from . import pipeline
 from .config import apply_overrides, build
+from .fsio import write_json_atomic, write_text_atomic
+from .provenance import git_commit, package_versions
 from .runconfig import RunConfig, load_yaml
-from .stage import git_commit, package_versions, read_manifest, write_json_atomic, write_text_atomic
+from .stage import read_manifest
 
 
 def _load(path: Path) -> dict[str, Any] | None:

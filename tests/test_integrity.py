@@ -19,7 +19,7 @@ import mix_sampler
 import pack_shuffle
 import train_tokenizer
 from minideepseek import invocation
-from minideepseek.stage import sha256_file
+from minideepseek.fsio import sha256_file
 from tests.chain import build_chain
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,8 +16,8 @@ from tqdm import tqdm
 
 from ..dedup import band_keys, exact_jaccard, s_curve
 from ..progress import phases_line
+from ..provenance import peak_rss_mb
 from ..rng import rng_for
-from ..stage import peak_rss_mb
 
 _EDIT_LEVELS = (0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6)
 _HIST_BINS = ((2, 2), (3, 3), (4, 4), (5, 9), (10, 99), (100, 999), (1000, 10**12))

@@ -30,11 +30,12 @@ from tqdm import tqdm
 from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns, shard_paths
 from ..config import ConfigError
 from ..executor import LocalExecutor
+from ..fsio import write_json_atomic, write_text_atomic
 from ..pipeline import MIXED_DEDUP, MIXED_RAW
 from ..profile import profile_dataset, profile_markdown
 from ..progress import Laps, phases_line
 from ..records import DOC_FEATURES, base_id, is_copy, trace_component
-from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
+from ..stage import InputRef, StageRun, require_upstream
 from .config import DedupStageConfig
 from .decontam import ContaminationIndex
 from .keep import greedy_keep, transitive_keep

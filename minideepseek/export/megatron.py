@@ -33,7 +33,8 @@ import pyarrow as pa
 
 from ..arrow_io import shard_paths
 from ..config import ConfigError
-from ..stage import read_manifest, write_json_atomic
+from ..fsio import write_json_atomic
+from ..stage import read_manifest
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from ..arrow_io import shard_paths
+from ..fsio import write_json_atomic, write_text_atomic
 from ..mapped import MappedArrow
 from ..pipeline import MIXED_DEDUP, PACKED, TOKENIZER
+from ..provenance import peak_rss_mb
 from ..rng import rng_for
-from ..stage import InputRef, StageRun, peak_rss_mb, read_manifest, require_upstream, write_json_atomic, write_text_atomic
+from ..stage import InputRef, StageRun, read_manifest, require_upstream
 from ..tokenizer.io import load_tokenizer
 from .by_source import pack_by_source
 from .config import PackStageConfig

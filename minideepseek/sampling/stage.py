@@ -23,10 +23,11 @@ from tqdm import tqdm
 from ..arrow_io import DatasetWriter, iter_dataset_rows
 from ..config import ConfigError
 from ..executor import LocalExecutor
+from ..fsio import write_json_atomic, write_text_atomic
 from ..pipeline import MIXED_RAW
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject, copy_epoch
 from ..sources import make_source
-from ..stage import InputRef, StageRun, write_json_atomic, write_text_atomic
+from ..stage import InputRef, StageRun
 from ..tickets import Matcher, TicketLog, log_matcher
 from ..tokencount import TokenCounter
 from .config import MixSamplerConfig

@@ -14,9 +14,10 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..fsio import sha256_file
 from ..records import RawDoc
 from ..rng import permuted
-from ..stage import InputRef, sha256_file
+from ..stage import InputRef
 from .config import SourceConfig
 
 log = logging.getLogger(__name__)

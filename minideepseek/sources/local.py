@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError
+from ..fsio import sha256_file
 from ..records import RawDoc, Reject, lone_surrogate_field, snippet, validate_text
 from ..rng import permuted
-from ..stage import InputRef, sha256_file
+from ..stage import InputRef
 from .config import SourceConfig
 from .lines import FileProblem, LineReader
 

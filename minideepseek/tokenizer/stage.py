@@ -17,10 +17,12 @@ import numpy as np
 
 from ..arrow_io import iter_dataset_rows, read_columns, shard_paths
 from ..config import ConfigError
+from ..fsio import write_json_atomic, write_text_atomic
 from ..mapped import take_texts
 from ..pipeline import MIXED_DEDUP, TOKENIZER
 from ..progress import Heartbeat
-from ..stage import InputRef, StageRun, peak_rss_mb, require_upstream, write_json_atomic, write_text_atomic
+from ..provenance import peak_rss_mb
+from ..stage import InputRef, StageRun, require_upstream
 from .build import new_tokenizer, new_trainer
 from .config import LOSSLESS_NORMALIZERS, SPECIAL_TOKENS, TokenizerConfig, TokenizerStageConfig
 from .evaluate import deepseek, evaluate, normalizer_changes, ours, qwen, token_samples

@@ -193,7 +193,7 @@ def val_loss_by_source(model: Any, plan: SamplePlan, table: dict[str, Any], tc: 
 def write_mixture(stage: Any, sampler: MixtureSampler, plan: SamplePlan, table: dict[str, Any],
                   batches: list[dict[str, Any]], tc: TrainConfig, val: dict[str, Any] | None = None) -> None:
     """mixture.{json,md} into the stage's temp dir (deterministic on CPU: part of the artifact)."""
-    from ..stage import write_json_atomic, write_text_atomic
+    from ..fsio import write_json_atomic, write_text_atomic
 
     # W = a tenth of the run (at least one step): what a reader of the loss curve would call "a while"
     r = mixture_report(sampler, plan, table, batches, tc.seq_len, max(1, tc.max_steps // 10))

@@ -23,19 +23,12 @@ import torch
 from tokenizers import Tokenizer
 
 from ..config import to_plain
+from ..fsio import write_json_atomic, write_text_atomic
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER
 from ..progress import Laps
+from ..provenance import peak_rss_mb
 from ..rng import rng_for
-from ..stage import (
-    InputRef,
-    StageRun,
-    StaleInputError,
-    peak_rss_mb,
-    publish_reports,
-    require_upstream,
-    write_json_atomic,
-    write_text_atomic,
-)
+from ..stage import InputRef, StageRun, StaleInputError, publish_reports, require_upstream
 from .config import TrainStageConfig
 from .dist import DistEnv
 from .loader import PackedBlocks, SamplePlan

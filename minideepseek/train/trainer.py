@@ -27,7 +27,8 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..stage import peak_rss_mb, write_json_atomic
+from ..fsio import write_json_atomic
+from ..provenance import peak_rss_mb
 from .config import TrainConfig
 from .dist import DistEnv
 from .loader import Batch, LoaderState, RankLoader, SamplePlan, val_batches

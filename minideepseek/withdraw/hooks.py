@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import pipeline
+from ..fsio import write_json_atomic
 from ..pipeline import MIXED_DEDUP, MIXED_RAW, PACKED, TOKENIZER
 from ..records import copy_epoch
-from ..stage import ArtifactEdit, read_manifest, write_json_atomic
+from ..stage import ArtifactEdit, read_manifest
 from .locate import iter_batches, shard_paths
 from .refresh import packed_stats, refresh_mixed_dedup, refresh_mixed_raw, refresh_packed, refresh_tokenizer
 from .rewrite import copy_artifact, filter_dataset, filter_jsonl, repack_shards

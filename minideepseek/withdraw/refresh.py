@@ -18,6 +18,7 @@ import numpy as np
 
 from ..arrow_io import read_columns
 from ..crossdedup.report import contamination_markdown, dedup_markdown, post_dedup_mix
+from ..fsio import write_json_atomic, write_text_atomic
 from ..packing.packer import PackStats, shard_info
 from ..packing.report import build_report, decode_samples, report_markdown
 from ..profile import profile_dataset, profile_markdown
@@ -25,7 +26,6 @@ from ..records import base_id, trace_component
 from ..rng import rng_for
 from ..sampling.filter_report import filter_report_markdown
 from ..sampling.report import TOLERANCE_PP, source_mix_markdown
-from ..stage import write_json_atomic, write_text_atomic
 from ..tokenizer.config import EOT_ID
 from ..tokenizer.report import eval_markdown
 from .locate import iter_batches, shard_paths

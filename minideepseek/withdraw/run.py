@@ -29,15 +29,9 @@ import numpy as np
 from .. import pipeline
 from ..arrow_io import iter_dataset_rows, read_columns
 from ..config import ConfigError
+from ..fsio import write_json_atomic, write_text_atomic
 from ..pipeline import MIXED_DEDUP, PACKED, SMOKE_TRAIN, TOKENIZER, Plan
-from ..stage import (
-    ArtifactEdit,
-    publish_reports,
-    read_manifest,
-    restore_interrupted_swap,
-    write_json_atomic,
-    write_text_atomic,
-)
+from ..stage import ArtifactEdit, publish_reports, read_manifest, restore_interrupted_swap
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
 from .config import WithdrawStageConfig
 from .hooks import EditContext
