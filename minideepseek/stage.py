@@ -468,7 +468,7 @@ class StageRun:
         return manifest
 
     def execute(self, build: Callable[[Path], dict[str, Any]], report_dir: Path, reports: tuple[str, ...],
-                force: bool = False) -> dict[str, Any]:
+                force: bool = False) -> Manifest:
         """The contract around a stage body: skip when up to date (unless ``force``), else build into
         the tmp dir (``build(tmp)`` must end with ``commit``), abort on any error; then publish the
         artifact's reports to ``report_dir``. Leftovers of dead processes go first, skipped or not."""

@@ -35,7 +35,7 @@ from ..pipeline import MIXED_DEDUP, MIXED_RAW
 from ..profile import profile_dataset, profile_markdown
 from ..progress import Laps, phases_line
 from ..records import DOC_FEATURES, base_id, is_copy, trace_component
-from ..stage import InputRef, StageRun, require_upstream
+from ..stage import InputRef, Manifest, StageRun, require_upstream
 from .config import DedupStageConfig
 from .decontam import ContaminationIndex
 from .keep import greedy_keep, transitive_keep
@@ -54,7 +54,7 @@ SCHEMA_VERSION = 2  # 2: + data_profile (length / language / code / math per sou
 
 
 def run_dedup(cfg: DedupStageConfig, upstream_config_hash: str, config_path: str, force: bool = False,
-              executor: Any = None) -> dict[str, Any]:
+              executor: Any = None) -> Manifest:
     run_dir = cfg.run.run_dir
     up = require_upstream(run_dir, UPSTREAM, "mix_sampler.py", upstream_config_hash, config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
@@ -241,7 +241,7 @@ def _write(d: _Docs, src_dir: Path, tmp: Path, hits_all: list[Any]) -> set[str]:
 
 
 def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, stage: StageRun,
-           executor: Any = None) -> dict[str, Any]:
+           executor: Any = None) -> Manifest:
     dc = cfg.dedup
     d = _read(cfg, up, src_dir)
     log.info("%s: %s documents from %s", STAGE, f"{d.n:,}", src_dir)
@@ -291,7 +291,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
 
 
 def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
-                executor: Any = None) -> dict[str, Any]:
+                executor: Any = None) -> Manifest:
     """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
     reads to the config hash it must carry."""
     return run_dedup(cfg, upstream[UPSTREAM], config_path, force=force, executor=executor)

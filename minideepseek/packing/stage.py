@@ -23,7 +23,7 @@ from ..mapped import MappedArrow
 from ..pipeline import MIXED_DEDUP, PACKED, TOKENIZER
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
-from ..stage import InputRef, StageRun, read_manifest, require_upstream
+from ..stage import InputRef, Manifest, StageRun, read_manifest, require_upstream
 from ..tokenizer.io import load_tokenizer
 from .by_source import pack_by_source
 from .config import PackStageConfig
@@ -40,7 +40,7 @@ SCHEMA_VERSION = 1
 
 
 def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path: str,
-             force: bool = False, executor: Any = None) -> dict[str, Any]:
+             force: bool = False, executor: Any = None) -> Manifest:
     """Run stage 4 under the contract (skip when up to date, refuse stale upstreams)."""
     run_dir = cfg.run.run_dir
     docs = require_upstream(run_dir, DOCS, "cross_source_dedup.py", upstream_hashes[DOCS], config_path)
@@ -76,7 +76,7 @@ def stage1_target(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: StageRun,
-           executor: Any = None) -> dict[str, Any]:
+           executor: Any = None) -> Manifest:
     pc, seed, run_dir = cfg.pack, cfg.run.seed, cfg.run.run_dir
     tok = load_tokenizer(run_dir / TOKENIZER / "tokenizer.json", pc.num_threads)
     docs = MappedArrow(shard_paths(run_dir / DOCS), "stream", columns=["id", "source", "text"])
@@ -122,7 +122,7 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
 
 
 def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
-                executor: Any = None) -> dict[str, Any]:
+                executor: Any = None) -> Manifest:
     """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
     reads to the config hash it must carry."""
     return run_pack(cfg, upstream, config_path, force=force, executor=executor)

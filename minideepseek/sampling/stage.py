@@ -27,7 +27,7 @@ from ..fsio import write_json_atomic, write_text_atomic
 from ..pipeline import MIXED_RAW
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject, copy_epoch
 from ..sources import make_source
-from ..stage import InputRef, StageRun
+from ..stage import InputRef, Manifest, StageRun
 from ..tickets import Matcher, TicketLog, log_matcher
 from ..tokencount import TokenCounter
 from .config import MixSamplerConfig
@@ -138,7 +138,7 @@ def _check_empty_after_sampling(cfg: MixSamplerConfig, takers: dict[str, Taker],
             _empty_source(cfg, name, f"{t.stats.seen:,} records seen, none kept ({top or 'no records'})", ingestion)
 
 
-def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False, executor: Any = None) -> dict[str, Any]:
+def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False, executor: Any = None) -> Manifest:
     run_dir = cfg.run.run_dir
     sources = {s.name: make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers, cfg.sampler.max_chars)
                for s in cfg.sources}
@@ -270,7 +270,7 @@ def _assemble(cfg: MixSamplerConfig, sampled: _Sampled, spill_root: Path, tmp: P
     return writer, shards, realized
 
 
-def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, executor: Any = None) -> dict[str, Any]:
+def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, executor: Any = None) -> Manifest:
     withdrawn = log_matcher(cfg.run.deletion_log_path)
     if withdrawn:
         log.info("%s: excluding documents withdrawn by the tickets in %s", STAGE, cfg.run.deletion_log_path)
@@ -305,7 +305,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
 
 
 def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
-                executor: Any = None) -> dict[str, Any]:
+                executor: Any = None) -> Manifest:
     """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
     reads to the config hash it must carry."""
     return run_mix_sampler(cfg, force=force, executor=executor)

@@ -22,7 +22,7 @@ from ..mapped import take_texts
 from ..pipeline import MIXED_DEDUP, TOKENIZER
 from ..progress import Heartbeat
 from ..provenance import peak_rss_mb
-from ..stage import InputRef, StageRun, require_upstream
+from ..stage import InputRef, Manifest, StageRun, require_upstream
 from .build import new_tokenizer, new_trainer
 from .config import LOSSLESS_NORMALIZERS, SPECIAL_TOKENS, TokenizerConfig, TokenizerStageConfig
 from .evaluate import deepseek, evaluate, normalizer_changes, ours, qwen, token_samples
@@ -74,7 +74,7 @@ def hf_config_files(out: Path, model_max_length: int = 4096) -> None:
 
 
 def run_tokenizer(cfg: TokenizerStageConfig, upstream_config_hash: str, config_path: str,
-                  force: bool = False, executor: Any = None) -> dict[str, Any]:
+                  force: bool = False, executor: Any = None) -> Manifest:
     run_dir = cfg.run.run_dir
     up = require_upstream(run_dir, UPSTREAM, "cross_source_dedup.py", upstream_config_hash, config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
@@ -104,7 +104,7 @@ def load_split_texts(tc: TokenizerConfig, seed: int, src: Path
     return train, held, {"splits": splits}
 
 
-def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, executor: Any = None) -> dict[str, Any]:
+def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, executor: Any = None) -> Manifest:
     tc = cfg.tokenizer
     meta = read_columns(src, ["id", "source", "n_chars", "url", "audit_trace"])
     sources, n_chars, ids = meta["source"], meta["n_chars"], meta["id"]
@@ -191,7 +191,7 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
 
 
 def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
-                executor: Any = None) -> dict[str, Any]:
+                executor: Any = None) -> Manifest:
     """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
     reads to the config hash it must carry."""
     return run_tokenizer(cfg, upstream[UPSTREAM], config_path, force=force, executor=executor)

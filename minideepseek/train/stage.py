@@ -28,7 +28,7 @@ from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER
 from ..progress import Laps
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
-from ..stage import InputRef, StageRun, StaleInputError, publish_reports, require_upstream
+from ..stage import InputRef, Manifest, StageRun, StaleInputError, publish_reports, require_upstream
 from .config import TrainStageConfig
 from .dist import DistEnv
 from .loader import PackedBlocks, SamplePlan
@@ -58,7 +58,7 @@ VOLATILE = ("metrics.jsonl", "checkpoint.pt", *REPORT_FILES)
 
 
 def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], config_path: str,
-                    force: bool = False) -> dict[str, Any]:
+                    force: bool = False) -> Manifest:
     """Run stage 5 under the contract; returns the manifest (rank 0), or {"status": "stopped"}."""
     env = DistEnv.from_environ()
     run_dir = cfg.run.run_dir
