@@ -55,6 +55,12 @@ def figures(run: RunConfig) -> dict[str, Any]:
     st = _load(rep / "smoke_train.json")
     if st:
         out["smoke_train"] = smoke_train_figures(st)
+    mx = _load(rep / "mixture.json")  # the per-source mixture sampler's report (pack.by_source data)
+    if mx:
+        out["mixture"] = {"max_phase_deviation_pp": mx["max_phase_deviation_pp"], "phases": len(mx["phases"]),
+                          "window_max_pp": mx["window"]["max_deviation_pp"], "window_bound_pp": mx["window"]["bound_pp"],
+                          "epochs": {n: {k: e[k] for k in ("unique_tokens", "epochs", "consumed", "over_warning")}
+                                     for n, e in mx["epochs"].items()}}
     # from the artifact, not the report folder: a committed example release note must not be claimed by
     # a fresh run that withdrew nothing
     raw = read_manifest(rd / "mixed_raw") or {}
@@ -115,6 +121,17 @@ def markdown(f: dict[str, Any]) -> str:
                      f"{_num(t['loss_last'], '.3f')}, validation {_num(t['val_first'], '.3f')} -> "
                      f"{_num(t['val_last'], '.3f')}, {_num(t['median_tokens_per_s'], ',.0f')} tokens/s (median); "
                      f"{verdict}{failed}")
+    if "mixture" in f:
+        m = f["mixture"]
+        lines.append(f"- training mixture ([mixture.md](mixture.md)): {m['phases']} phase(s), realized share within "
+                     f"{m['max_phase_deviation_pp']} pp of the schedule per phase, {m['window_max_pp']} pp per window "
+                     f"(bound {m['window_bound_pp']} pp)")
+        lines += ["", "| source | unique tokens U | planned epochs w·D/U | consumed epochs | > 4 epochs |",
+                  "|---|---:|---:|---:|---|"]
+        for n, e in m["epochs"].items():
+            lines.append(f"| {n} | {e['unique_tokens']:,} | {e['epochs']:.3f} | {e['consumed']:.3f} | "
+                         f"{'WARNING' if e['over_warning'] else ''} |")
+        lines.append("")
     if f.get("withdrawals"):
         lines.append(f"- withdrawals: {len(f['withdrawals'])} ticket(s) applied, see [release_note.md](release_note.md)")
     env = f["environment"]

@@ -48,6 +48,9 @@ def test_two_phase_mixture_train_and_resume(chain):
     out = root / "data/t/smoke_train"
     rep = json.loads((root / "reports/t/mixture.json").read_text())
     assert "## Per phase" in (root / "reports/t/mixture.md").read_text()
+    png = (root / "reports/t/mixture.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000  # the realized-vs-target plot
+    assert all(set(w["share"]) == {"the_stack_v2", "fineweb_edu"} for w in rep["window"]["windows"])
     # 80 samples in phase 0 (steps 1-6 x 8), 32 in phase 1: Tijdeman keeps every prefix within 1 sample
     p0, p1 = rep["phases"]
     assert p0["steps"] == [1, 6] and p1["steps"] == [7, 10]
@@ -64,6 +67,18 @@ def test_two_phase_mixture_train_and_resume(chain):
     vl = rep["val_loss_by_source"]
     assert sum(v["held_out_blocks"] for v in vl.values()) == TRAIN["val_blocks"]
     assert all(v["held_out_blocks"] >= 1 and 0 < v["val_loss"] < 10 for v in vl.values())  # stratified
+    # the run summary carries the epochs table and the realized-mix figures
+    from minideepseek.summary import main as summary_main
+
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        assert summary_main(["t.yaml"]) == 0
+    finally:
+        os.chdir(cwd)
+    summ = (root / "reports/t/summary.md").read_text()
+    assert "planned epochs w·D/U" in summ and f"{rep['epochs']['fineweb_edu']['epochs']:.3f}" in summ
+    assert f"within {rep['max_phase_deviation_pp']} pp of the schedule per phase" in summ
     ref = (out / "batches.jsonl").read_text()
     ref_fp = read_manifest(out)["fingerprint"]
     # stopped at step 5 (before the switch at 6), resumed: the same batches and weights

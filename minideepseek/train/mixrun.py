@@ -22,7 +22,7 @@ from .mixture import MixtureSampler, epochs_table
 
 log = logging.getLogger(__name__)
 
-MIXTURE_FILES = ("mixture.json", "mixture.md")
+MIXTURE_FILES = ("mixture.json", "mixture.md", "mixture.png")
 WARN_EPOCHS = 4.0  # seed 003 §五.1: past ~4 epochs repetition starts to cost (data-constrained regime)
 
 
@@ -110,7 +110,8 @@ def mixture_report(sampler: MixtureSampler, plan: SamplePlan, table: dict[str, A
             d = float(np.abs(cw / cw.sum() - ph.weights).max())
             worst_window = max(worst_window, d)
             windows.append({"phase": p, "steps": [steps[part[0]], steps[part[-1]]],
-                            "max_deviation_pp": round(100 * d, 4)})
+                            "max_deviation_pp": round(100 * d, 4),
+                            "share": dict(zip(names, [round(float(x), 6) for x in cw / cw.sum()]))})
     total = counts.sum(axis=0)
     W = window_steps * per_step
     active = max(int(np.count_nonzero(ph.weights)) for ph in sampler.phases)
@@ -200,3 +201,41 @@ def write_mixture(stage: Any, sampler: MixtureSampler, plan: SamplePlan, table: 
     r["val_loss_by_source"] = val or {}
     write_json_atomic(stage.tmp_dir / "mixture.json", r)
     write_text_atomic(stage.tmp_dir / "mixture.md", mixture_markdown(r))
+    plot_mixture(r, stage.tmp_dir / "mixture.png")
+
+
+def plot_mixture(r: dict[str, Any], path: Any) -> bool:
+    """Realized share of every source per window of W steps (solid) against the schedule's weights
+    (dashed, one step per phase); a phase switch is a vertical line. False when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    wins = r["window"]["windows"]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, n in enumerate(r["sources"]):
+        c = colors[k % len(colors)]
+        if wins:
+            ax.plot([w["steps"][1] for w in wins], [100 * w["share"][n] for w in wins], "o-", ms=3, color=c,
+                    label=f"{n} realized (per {r['window']['steps']} steps)")
+        xs, ys = [], []
+        for p in r["phases"]:
+            xs += [p["steps"][0] - 1, p["steps"][1]]
+            ys += [100 * p["target"][n]] * 2
+        ax.plot(xs, ys, "--", color=c, lw=1, label=f"{n} target")
+    for p in r["phases"][1:]:
+        ax.axvline(p["steps"][0] - 0.5, color="grey", lw=0.8)
+    ax.set_xlabel("step")
+    ax.set_ylabel("share of training tokens (%)")
+    ax.set_title(f"Training mixture: max deviation {r['max_phase_deviation_pp']} pp per phase, "
+                 f"{r['window']['max_deviation_pp']} pp per window")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return True

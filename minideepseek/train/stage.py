@@ -54,7 +54,7 @@ ARTIFACT = SMOKE_TRAIN
 SCHEMA_VERSION = 1
 # Timings/memory, and torch.save's non-byte-stable file; state_digest.json + batches.jsonl are
 # reproducible on CPU and make up the fingerprint.
-VOLATILE = ("metrics.jsonl", "checkpoint.pt", *REPORT_FILES)
+VOLATILE = ("metrics.jsonl", "checkpoint.pt", *REPORT_FILES, "mixture.png")
 
 
 def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], config_path: str,
