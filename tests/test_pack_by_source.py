@@ -1,6 +1,6 @@
 """``pack.by_source``: single-source blocks in contiguous per-source ranges, the same document token
-sequences as the mixed stream, per-source counters in the manifest, determinism, and the refusals
-(withdraw.py, --executor ray)."""
+sequences as the mixed stream, per-source counters in the manifest, determinism, withdrawal (re-packed per source), and the Ray
+partitioned path."""
 
 import os
 import shutil
@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import pack_shuffle
-from minideepseek.config import ConfigError
 from minideepseek.stage import read_manifest
 from tests.chain import build_chain
 
@@ -92,12 +91,46 @@ def test_by_source_deterministic_and_pad_tail(runs, tmp_path):
         assert pads == t["pad_tokens"] < 64
 
 
-def test_withdraw_refuses_by_source(runs):
-    from minideepseek.withdraw.run import refuse_by_source
+def test_withdraw_on_by_source_data(runs, tmp_path, monkeypatch):
+    """A withdrawal re-packs per source: every block stays single-source, every source one contiguous
+    range (the manifest's table follows), no other document loses a token, verification passes."""
+    import withdraw
 
-    root, _, _ = runs
-    with pytest.raises(ConfigError, match="by_source"):
-        refuse_by_source(root / "data/t")
+    root, _, sources = runs
+    copy = tmp_path / "run"
+    shutil.copytree(root, copy)
+    monkeypatch.chdir(copy)
+    before = datasets.load_from_disk("data/t/packed")
+    tokens_before = _doc_tokens(before)
+    old = read_manifest(copy / "data/t/packed")["by_source"]
+    # one document of each source that has tokens in the middle of its source's range
+    victims = []
+    for name in sorted(old):
+        lo, hi = old[name]["block_range"]
+        victims.append(before[(lo + hi) // 2]["doc_ids"][0])
+    args = [x for v in victims for x in ("--id", v)]
+    assert withdraw.main(["--config", "t.yaml", *args, "--who", "test", "--why", "by_source"]) == 0
+    man = read_manifest(copy / "data/t/packed")
+    table = man["by_source"]
+    ds = datasets.load_from_disk("data/t/packed")
+    assert sum(t["blocks"] for t in table.values()) == len(ds) == man["counters"]["blocks"]
+    lo = 0
+    for name in sorted(table):
+        t = table[name]
+        assert t["block_range"][0] == lo and t["block_range"][1] - lo == t["blocks"]
+        lo = t["block_range"][1]
+        for row in range(*t["block_range"]):
+            assert {sources[d] for d in ds[row]["doc_ids"]} == {name}, f"block {row} mixes sources"
+        pads = sum(int(np.count_nonzero(np.asarray(ds[r]["input_ids"]) == 1)) for r in range(*t["block_range"]))
+        assert pads == t["pad_tokens"] and t["tokens_in_blocks"] == t["blocks"] * 64 - pads
+        assert t["tokens_in_blocks"] + t["dropped_tail_tokens"] == t["tokens_produced"]
+        assert t["docs"] == old[name]["docs"] - sum(1 for v in victims if sources[v] == name)
+    assert lo == len(ds)
+    after = _doc_tokens(ds)
+    assert not set(victims) & set(after)
+    assert all(after[d] == tokens_before[d] for d in tokens_before if d not in victims)
+    rep = (copy / "reports/t/packing_report.json").read_text()
+    assert '"by_source"' in rep
 
 
 def test_partitioned_by_source_writes_the_same_blocks(runs, tmp_path):

@@ -111,6 +111,25 @@ def remove_from_tokenizer(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man: 
     return {}
 
 
+def by_source_after(table: dict[str, Any], ranges: dict[str, Any], gone: set[str], lens: dict[str, int],
+                    in_block: dict[str, int]) -> dict[str, Any]:
+    """The per-source table of ``pack.by_source`` data after a withdrawal: new row ranges from the
+    re-pack, and each source's counts minus its withdrawn documents (their blocks' tokens, their tail)."""
+    out = {}
+    for name, t in table.items():
+        r = ranges[name]
+        mine = [d for d in gone if d.split("/", 1)[0] == name]  # doc ids are "<source>/<key>"
+        produced = sum(lens[d] for d in mine)
+        lo, hi = r["block_range"]
+        out[name] = {**t, "block_range": [lo, hi], "blocks": hi - lo, "docs": t["docs"] - len(mine),
+                     "content_tokens": t["content_tokens"] - produced + len(mine),
+                     "tokens_produced": t["tokens_produced"] - produced,
+                     "tokens_in_blocks": t["tokens_in_blocks"] - r["removed_tokens"],
+                     "dropped_tail_tokens": t["dropped_tail_tokens"] - sum(lens[d] - in_block.get(d, 0) for d in mine),
+                     "pad_tokens": t["pad_tokens"] + r["pad_tokens"]}
+    return out
+
+
 def remove_from_packed(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man: dict[str, Any],
                           tmp: Path) -> dict[str, Any]:
     ids, bases, entry, before = c.ids, c.bases, c.entry, c.before
@@ -124,7 +143,10 @@ def remove_from_packed(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man: dic
                 for d, lo, hi in zip(docs, s, e):
                     if d in ids:
                         in_block[d] = in_block.get(d, 0) + hi - lo
-    shards, info = repack_shards(src, tmp, ids, old["seq_len"], skip=set(pipeline.stage(PACKED).reports))
+    table = man.get("by_source")  # pack.by_source data: re-pack per source, ranges kept contiguous
+    ranges = {n: t["block_range"] for n, t in table.items()} if table else None
+    shards, info = repack_shards(src, tmp, ids, old["seq_len"], skip=set(pipeline.stage(PACKED).reports),
+                                 ranges=ranges)
     # withdrawn documents that produced tokens in this artifact: in its blocks or its dropped tail
     tail = set(old["tail_docs"]["dropped_entirely"]) | set(old["tail_docs"]["truncated"])
     gone = set(in_block) | (tail & ids)
@@ -136,8 +158,11 @@ def remove_from_packed(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man: dic
     summary = (f"; {info['touched_blocks']} block(s) touched, {info['removed_tokens']:,} tokens removed, "
                f"{info['moved_tokens']:,} tokens of other documents re-packed into {info['new_blocks']} "
                f"block(s) ({info['pad_tokens']:,} pad tokens)")
+    if table:
+        table = by_source_after(table, info.pop("ranges"), gone, lens, in_block)
+        man = {**man, "by_source": table}
     rep = refresh_packed(tmp, old, st, pcfg.pack, weights, w._tokenizer(), w.cfg.run.seed, bases,
-                         {**entry, "summary": entry["summary"] + summary})
+                         {**entry, "summary": entry["summary"] + summary}, by_source=table)
     counters = {k: rep[k] for k in ("docs", "blocks", "seq_len", "tokens_produced", "tokens_in_blocks",
                                     "packing_efficiency", "dropped_tail_tokens", "pad_tokens", "eot")}
     counters["shards"] = len(st.shards)

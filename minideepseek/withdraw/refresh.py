@@ -226,7 +226,8 @@ def packed_stats(packed: Path, old: dict[str, Any], drop: set[str], doc_lens: di
 
 
 def refresh_packed(tmp: Path, old: dict[str, Any], st: PackStats, pack_cfg: Any, recipe: dict[str, float],
-                   tok: Any, seed: int, bases: set[str], entry: dict[str, Any]) -> dict[str, Any]:
+                   tok: Any, seed: int, bases: set[str], entry: dict[str, Any],
+                   by_source: dict[str, Any] | None = None) -> dict[str, Any]:
     samples = decode_samples(tmp, tok, pack_cfg.decode_samples, rng_for(seed, "pack", "decode"))
     t = old["timing"]
     rep = build_report(st, pack_cfg, recipe, samples, wall_s=t["wall_s"], peak_rss=t["peak_rss_mb"],
@@ -234,6 +235,8 @@ def refresh_packed(tmp: Path, old: dict[str, Any], st: PackStats, pack_cfg: Any,
     rep["timing"] = t  # the original run's timing: a withdrawal does not re-pack the whole run
     rep["orders"] = old.get("orders")
     rep["stage1_target"] = old.get("stage1_target")
+    if by_source:
+        rep["by_source"] = by_source
     for w in old.get("withdrawals", []):
         rep.setdefault("withdrawals", []).append(w)
     rep, n = redact(rep, bases)

@@ -108,45 +108,75 @@ def filter_jsonl(src: Path, dst: Path, drop: set[str], keys: tuple[str, ...]) ->
     return removed
 
 
-def repack_shards(src: Path, dst: Path, drop: set[str], seq_len: int, skip: set[str] = frozenset()
-                  ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Packed dataset without any token of the ``drop`` documents (see the module docstring)."""
+def repack_shards(src: Path, dst: Path, drop: set[str], seq_len: int, skip: set[str] = frozenset(),
+                  ranges: dict[str, list[int]] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Packed dataset without any token of the ``drop`` documents (see the module docstring).
+
+    ``ranges`` (``pack.by_source`` data: source -> its global row range ``[lo, hi)``): the re-pack is
+    done per source, so every block stays single-source and every source stays one contiguous range;
+    ``info["ranges"]`` gives the new ranges (a source loses the rows its re-cut no longer fills)."""
     shards = shard_paths(src)
     names = [p.name for p in shards]
     copy_artifact(src, dst, skip | set(names) | {"state.json"})
     shutil.copyfile(src / "state.json", dst / "state.json")
     tables: dict[str, pa.Table] = {}
     touched: dict[str, list[int]] = {}
+    first_row: dict[str, int] = {}  # shard -> global index of its first row
+    offset = 0
     for path in shards:
         with pa.memory_map(str(path)) as mm:
             t = pa.ipc.open_stream(mm).read_all()
+        first_row[path.name] = offset
+        offset += t.num_rows
         rows = [r for r, docs in enumerate(t.column("doc_ids").to_pylist()) if any(d in drop for d in docs)]
         if rows:
             tables[path.name] = t
             touched[path.name] = rows
-    # 1. the surviving parts of every touched block, in shard then row order
-    stream: list[np.ndarray] = []
-    parts: list[tuple[str, int, int]] = []  # (doc id, length, doc_token_start)
-    removed_tokens = removed_parts = 0
+    order_of = sorted(ranges, key=lambda n: ranges[n][0]) if ranges else [""]
+
+    def group(name: str, r: int) -> str:  # the source whose range holds the row ("" = one mixed stream)
+        if not ranges:
+            return ""
+        g = first_row[name] + r
+        return next(n for n in order_of if ranges[n][0] <= g < ranges[n][1])
+
+    # 1. the surviving parts of every touched block, per group, in shard then row order
+    streams: dict[str, list[np.ndarray]] = {g: [] for g in order_of}
+    parts: dict[str, list[tuple[str, int, int]]] = {g: [] for g in order_of}  # (doc id, length, doc_token_start)
+    removed = dict.fromkeys(order_of, 0)
+    removed_parts = 0
     for name, rows in touched.items():
         t = tables[name]
         ids = t.column("input_ids").combine_chunks()
         tok = ids.values.to_numpy().reshape(-1, seq_len)
         for r in rows:
+            g = group(name, r)
             row = {c: t.column(c)[r].as_py() for c in ("doc_ids", "starts", "ends", "doc_token_start")}
             for d, s, e, dts in zip(row["doc_ids"], row["starts"], row["ends"], row["doc_token_start"]):
                 if d in drop:
-                    removed_tokens += e - s
+                    removed[g] += e - s
                     removed_parts += 1
                     continue
-                stream.append(tok[r, s:e])
-                parts.append((d, e - s, dts))
-    flat = np.concatenate(stream).astype(np.uint32) if stream else np.empty(0, np.uint32)
-    new_rows = _cut_blocks(flat, parts, seq_len)
-    pad = (len(new_rows) * seq_len - len(flat)) if new_rows else 0
-    # 2. hand the new blocks back to the touched shards, each up to its number of touched rows
+                streams[g].append(tok[r, s:e])
+                parts[g].append((d, e - s, dts))
+    queues, moved, pads = {}, {}, {}
+    for g in order_of:
+        flat = np.concatenate(streams[g]).astype(np.uint32) if streams[g] else np.empty(0, np.uint32)
+        queues[g] = _cut_blocks(flat, parts[g], seq_len)
+        moved[g] = len(flat)
+        pads[g] = (len(queues[g]) * seq_len - len(flat)) if queues[g] else 0
+    new_blocks = {g: len(q) for g, q in queues.items()}
+    touched_in = {g: 0 for g in order_of}
+    last_shard: dict[str, str] = {}
+    for name, rows in touched.items():
+        for r in rows:
+            g = group(name, r)
+            touched_in[g] += 1
+            last_shard[g] = name
+    # 2. hand each group's new blocks back to its touched rows, shard by shard, each shard up to its number
+    # of touched rows of the group (the group's last touched shard takes any remainder: never more rows
+    # than before), inserted where the group's first touched row of that shard was
     out = []
-    queue = list(new_rows)
     for path in shards:
         name = path.name
         if name not in touched:
@@ -154,25 +184,41 @@ def repack_shards(src: Path, dst: Path, drop: set[str], seq_len: int, skip: set[
             n = _rows(path)
             out.append(_shard_record(name, path, dst / name, n, n))
             continue
-        t, rows = tables[name], set(touched[name])
-        mine, queue = queue[: len(rows)], queue[len(rows):]
-        if name == list(touched)[-1]:  # the last touched shard takes any remainder (never more rows than before)
-            mine, queue = mine + queue, []
+        t, rows = tables[name], touched[name]
+        mine: dict[str, list[Any]] = {}
+        for g in order_of:
+            k = sum(1 for r in rows if group(name, r) == g)
+            if not k:
+                continue
+            mine[g], queues[g] = queues[g][:k], queues[g][k:]
+            if last_shard[g] == name:
+                mine[g], queues[g] = mine[g] + queues[g], []
+        row_set = set(rows)
         order: list[Any] = []
-        inserted = False
+        inserted: set[str] = set()
         for r in range(t.num_rows):
-            if r in rows:
-                if not inserted:
-                    order.extend(mine)
-                    inserted = True
+            if r in row_set:
+                g = group(name, r)
+                if g not in inserted:
+                    order.extend(mine[g])
+                    inserted.add(g)
                 continue
             order.append(r)
         _write_rows(dst / name, t, order, seq_len)
         out.append(_shard_record(name, path, dst / name, t.num_rows, len(order)))
     write_state(dst, names)
-    info = {"touched_blocks": sum(len(v) for v in touched.values()), "new_blocks": len(new_rows),
-            "removed_tokens": int(removed_tokens), "removed_parts": removed_parts,
-            "moved_tokens": int(len(flat)), "pad_tokens": int(pad)}
+    info: dict[str, Any] = {"touched_blocks": sum(len(v) for v in touched.values()),
+                            "new_blocks": sum(new_blocks.values()), "removed_tokens": int(sum(removed.values())),
+                            "removed_parts": removed_parts, "moved_tokens": int(sum(moved.values())),
+                            "pad_tokens": int(sum(pads.values()))}
+    if ranges:
+        lo, new_ranges = 0, {}
+        for g in order_of:
+            n = ranges[g][1] - ranges[g][0] - touched_in[g] + new_blocks[g]
+            new_ranges[g] = {"block_range": [lo, lo + n], "touched_blocks": touched_in[g],
+                             "new_blocks": new_blocks[g], "removed_tokens": int(removed[g]), "pad_tokens": int(pads[g])}
+            lo += n
+        info["ranges"] = new_ranges
     return out, info
 
 

@@ -72,7 +72,6 @@ class Withdrawal:
                 dry_run: bool = False) -> int:
         if not selectors:
             raise ConfigError("name what to withdraw: --id, --url, --hash, --text or --source (repeatable)")
-        refuse_by_source(self.run_dir)
         for art in pipeline.artifacts():
             restore_interrupted_swap(self.run_dir / art)
         t = ticket_id(selectors)
@@ -114,7 +113,6 @@ class Withdrawal:
         return self._apply(t, docs, retrain_tokenizer)
 
     def resume(self, retrain_tokenizer: bool = False) -> int:
-        refuse_by_source(self.run_dir)
         pending = [(t, s) for t, s in self.log.tickets().items() if s.pending]
         if not pending:
             print(f"no interrupted withdrawal in {self.log.path}")
@@ -306,15 +304,6 @@ class Withdrawal:
         self.commit(ed, man, tmp, entry, {},
                      {"packed": self.fingerprint("packed"), "tokenizer": self.fingerprint("tokenizer")})
         return "kept (no packed block held a withdrawn token)"
-
-
-def refuse_by_source(run_dir: Path) -> None:
-    """The block re-pack appends re-packed blocks after the last one, which would break the
-    per-source block ranges of ``pack.by_source`` data: refuse instead of writing a wrong layout."""
-    if "by_source" in (read_manifest(run_dir / "packed") or {}):
-        raise ConfigError(f"{run_dir / 'packed'} was packed with pack.by_source=true, which withdraw.py does not "
-                          f"support yet; rerun pack_shuffle.py after removing the documents upstream, or pack "
-                          f"with pack.by_source=false")
 
 
 def figures(run_dir: Path) -> dict[str, Any]:
