@@ -1,6 +1,6 @@
 """``pack.by_source``: single-source blocks in contiguous per-source ranges, the same document token
-sequences as the mixed stream, per-source counters in the manifest, determinism, withdrawal (re-packed per source), and the Ray
-partitioned path."""
+sequences as the mixed stream, per-source counters in the manifest, determinism, withdrawal
+(re-packed per source), and the Ray partitioned path."""
 
 import os
 import shutil
