@@ -22,19 +22,17 @@ import sys
 # remove 2-3x run-to-run noise here (MEASURED_FACTS.md).
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
-from minideepseek.cli import build_stage_parser, run_cli, setup_logging  # noqa: E402
+from minideepseek.cli import build_stage_parser, run_cli, setup_logging, stage_plan  # noqa: E402
 
 RANK = int(os.environ.get("RANK", 0))
 
 
 def _run(args: argparse.Namespace) -> None:
     # imported here, not at the top: --help must not pay for torch (seconds)
-    from minideepseek.runconfig import load_stage_config
-    from minideepseek.train.config import TrainStageConfig
-    from minideepseek.train.stage import ARTIFACT, run_smoke_train, upstream_hashes
+    from minideepseek.train.stage import ARTIFACT, run_smoke_train
 
-    cfg = load_stage_config(TrainStageConfig, args.config, args.overrides, quiet=RANK != 0)
-    man = run_smoke_train(cfg, upstream_hashes(args.config, args.overrides), args.config, force=args.force)
+    plan, cfg = stage_plan(args, "smoke_train", quiet=RANK != 0)
+    man = run_smoke_train(cfg, plan.upstream_hashes("smoke_train"), args.config, force=args.force)
     args.outcome, args.fail_on_criteria = man, cfg.train.fail_on_criteria
     if RANK != 0:
         return
