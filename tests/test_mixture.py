@@ -141,3 +141,25 @@ def test_stratified_heldout():
     per = [int(np.count_nonzero((held >= lo) & (held < hi))) for lo, hi in strata]
     assert per[0] >= 1 and per[1] >= 1 and per[2] == 0 and per[3] > per[1]  # a 1-block source keeps its block
     assert np.array_equal(held, stratified_heldout(strata, 16, seed=2))
+
+
+def test_phase_ends_as_fraction_step_or_tokens():
+    """A phase may end at a fraction of the run, an absolute step or a number of training tokens; all
+    three give the sampler the same schedule, and an end outside the run is a config error."""
+    from minideepseek.config import build
+    from minideepseek.train.config import MixturePhase, TrainConfig
+
+    w = {"code": 1.0}
+    per_step = 4 * 2 * 1 * 256  # micro_batch x grad_accum x world x seq_len
+    ends = [MixturePhase(until=0.6, weights=w), MixturePhase(until_step=30, weights=w),
+            MixturePhase(until_tokens=30 * per_step + 100, weights=w)]
+    assert {p.fraction(50, per_step) for p in ends} == {0.6}
+    with pytest.raises(ConfigError, match="outside the run's steps 1-50"):
+        MixturePhase(until_step=51, weights=w).fraction(50, per_step)
+    with pytest.raises(ConfigError, match="exactly one of until"):
+        MixturePhase(until=0.5, until_step=3, weights=w)
+    tc = build(TrainConfig, {"mixture": [{"until_step": 40, "weights": {"code": 0.5, "web": 0.5}},
+                                         {"until": 1.0, "weights": {"code": 0.2, "web": 0.8}}]}, "train")
+    sched = [(p.fraction(50, per_step), dict(p.weights)) for p in tc.mixture]
+    m = MixtureSampler({"code": np.arange(100), "web": np.arange(100, 300)}, sched, 5, 50, 4, 2)
+    assert [ph.end_slot for ph in m.phases] == [40 * 8, 50 * 8]

@@ -5,22 +5,46 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from ..config import require
+from ..config import ConfigError, require
 from ..runconfig import RunConfig
 
 
 @dataclass(frozen=True)
 class MixturePhase:
-    """One phase of ``train.mixture``: source weights in training tokens until ``until`` (a fraction
-    of max_steps). Used only with ``pack.by_source: true`` data (train/mixture.py)."""
+    """One phase of ``train.mixture``: source weights in training tokens until the phase's end, given
+    as ``until`` (a fraction of max_steps), ``until_step`` (an absolute step) or ``until_tokens``
+    (training tokens since step 1). Used only with ``pack.by_source: true`` data (train/mixture.py)."""
 
-    until: float = 1.0
+    until: float | None = None
+    until_step: int | None = None
+    until_tokens: int | None = None
     weights: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         require(all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.weights.values()),
                 f"train.mixture weights must be numbers, got {self.weights}")
-        require(0 < self.until <= 1.0, f"train.mixture until={self.until} must be a fraction of the run in (0, 1]")
+        ends = [k for k in ("until", "until_step", "until_tokens") if getattr(self, k) is not None]
+        require(len(ends) == 1, f"train.mixture phase {dict(self.weights)}: give exactly one of until (fraction of "
+                                f"the run), until_step or until_tokens; got {ends or 'none'}")
+        require(self.until is None or 0 < self.until <= 1.0,
+                f"train.mixture until={self.until} must be a fraction of the run in (0, 1]")
+        require(self.until_step is None or self.until_step > 0, f"train.mixture until_step={self.until_step} must be > 0")
+        require(self.until_tokens is None or self.until_tokens > 0,
+                f"train.mixture until_tokens={self.until_tokens} must be > 0")
+
+    def fraction(self, max_steps: int, tokens_per_step: int) -> float:
+        """The phase's end as a fraction of the run (what the sampler schedules: it ends the phase at
+        step round(fraction * max_steps)). ``until_tokens`` ends at the step that holds that many
+        training tokens, rounded to the nearest step."""
+        if self.until is not None:
+            return float(self.until)
+        step = self.until_step if self.until_step is not None else round(self.until_tokens / tokens_per_step)
+        if not 0 < step <= max_steps:
+            what = (f"until_step={self.until_step}" if self.until_step is not None else
+                    f"until_tokens={self.until_tokens:,} (step {step} at {tokens_per_step:,} tokens/step)")
+            raise ConfigError(f"train.mixture {what} is outside the run's steps 1-{max_steps}; lower it or raise "
+                              f"train.max_steps")
+        return step / max_steps
 
 
 @dataclass(frozen=True)

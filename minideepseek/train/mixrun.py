@@ -51,7 +51,8 @@ def build_mixture(tc: TrainConfig, plan: SamplePlan, packed: dict[str, Any], run
     src = source_of_samples(plan, table, plan.train_samples)
     sources = {n: plan.train_samples[src == i] for i, n in enumerate(names)}
     if tc.mixture:
-        schedule = [(ph.until, dict(ph.weights)) for ph in tc.mixture]
+        per_step = tc.micro_batch * tc.grad_accum * world * tc.seq_len  # training tokens per optimizer step
+        schedule = [(ph.fraction(tc.max_steps, per_step), dict(ph.weights)) for ph in tc.mixture]
     else:
         rec = {n: w for n, w in recipe_weights(run_dir).items() if n in table and len(sources[n])}
         total = sum(rec.values())
