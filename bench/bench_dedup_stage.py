@@ -78,7 +78,7 @@ def main() -> None:
     gen_s = time.time() - t0
     rss_gen = peak_rss_mb()
     t1 = time.time()
-    man = run_dedup(cfg, up_hash, "bench", force=True)
+    man = run_dedup(cfg, {"mixed_raw": up_hash}, "bench", force=True)
     wall = time.time() - t1
     rep = json.loads((cfg.run.run_dir / "mixed_dedup" / "dedup_report.json").read_text())
     print(json.dumps({

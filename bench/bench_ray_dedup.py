@@ -103,7 +103,7 @@ def _phase(work: Path, which: str, up_hash: str) -> dict:
     start_s = time.time() - t_start
     t0 = time.time()
     with RssSampler(ray_workers=ex is not None) as sampler:
-        man = run_dedup(cfg, up_hash, "bench", force=True, executor=ex)
+        man = run_dedup(cfg, {"mixed_raw": up_hash}, "bench", force=True, executor=ex)
     wall = time.time() - t0
     if ex is not None:
         ex.shutdown()

@@ -41,6 +41,7 @@ class StageSpec:
     # How a withdrawal drops documents from this artifact and refreshes its reports ("module:function",
     # called by withdraw/run.py through StageRun); None: the artifact is rebuilt instead (the model).
     remove_ids: str | None = None
+    runner: str = ""  # "module:function": run(cfg, upstream_hashes, config_path, force=, executor=) -> Manifest
     executor: bool = True  # takes --executor local|ray (the CPU stages)
     torchrun: bool = False  # run_pipeline.sh launches it under torchrun when NPROC > 1
 
@@ -64,21 +65,21 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("mix_sampler", "sampling", MIXED_RAW, "minideepseek.sampling.config:MixSamplerConfig",
               ("sources", "extract", "sampler"), (),
               ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md"),
-              "minideepseek.withdraw.hooks:remove_from_mixed_raw"),
+              "minideepseek.withdraw.hooks:remove_from_mixed_raw", "minideepseek.sampling.stage:run_mix_sampler"),
     StageSpec("cross_source_dedup", "crossdedup", MIXED_DEDUP, "minideepseek.crossdedup.config:DedupStageConfig",
               ("dedup", "decontam"), (MIXED_RAW,),
               ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md",
                "data_profile.json", "data_profile.md"),
-              "minideepseek.withdraw.hooks:remove_from_mixed_dedup"),
+              "minideepseek.withdraw.hooks:remove_from_mixed_dedup", "minideepseek.crossdedup.stage:run_dedup"),
     StageSpec("train_tokenizer", "tokenizer", TOKENIZER, "minideepseek.tokenizer.config:TokenizerStageConfig",
               ("tokenizer",), (MIXED_DEDUP,), ("tokenizer_eval.json", "tokenizer_eval.md"),
-              "minideepseek.withdraw.hooks:remove_from_tokenizer"),
+              "minideepseek.withdraw.hooks:remove_from_tokenizer", "minideepseek.tokenizer.stage:run_tokenizer"),
     StageSpec("pack_shuffle", "packing", PACKED, "minideepseek.packing.config:PackStageConfig",
               ("pack",), (MIXED_DEDUP, TOKENIZER), ("packing_report.json", "packing_report.md"),
-              "minideepseek.withdraw.hooks:remove_from_packed"),
+              "minideepseek.withdraw.hooks:remove_from_packed", "minideepseek.packing.stage:run_pack"),
     StageSpec("smoke_train", "train", SMOKE_TRAIN, "minideepseek.train.config:TrainStageConfig",
               ("train",), (PACKED, TOKENIZER), ("smoke_train.json", "smoke_train.md", "smoke_train_loss.png"),
-              executor=False, torchrun=True),
+              runner="minideepseek.train.stage:run_smoke_train", executor=False, torchrun=True),
 )
 # Not a stage of the chain: withdraw.py edits the artifacts above in place. Its config is validated
 # with theirs so a typo in ``withdraw:`` fails before stage 1.
@@ -92,8 +93,8 @@ CLIENT_PACKAGES = ("export", "withdraw", "dashboard")
 
 
 def entry(spec: StageSpec) -> Any:
-    """``run_planned(cfg, upstream_hashes, config_path, force, executor)`` of the stage's package."""
-    return _ref(f"minideepseek.{spec.package}.stage:run_planned")
+    """The stage's ``run(cfg, upstream_hashes, config_path, force=, executor=)`` (``StageSpec.runner``)."""
+    return _ref(spec.runner)
 
 
 def summary_line(spec: StageSpec) -> Any:

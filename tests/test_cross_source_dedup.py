@@ -117,10 +117,10 @@ def test_flag_only_and_stale_upstream(run):
     assert len(flagged) == 2
     with pytest.raises(StaleInputError, match="different config"):
         from minideepseek.crossdedup.stage import run_dedup
-        from minideepseek.pipeline import MIXED_RAW, Plan
+        from minideepseek.pipeline import Plan
 
         c = Plan(cfg).config("cross_source_dedup")
-        run_dedup(c, Plan(cfg, ["sampler.target_docs=100"]).upstream_hashes("cross_source_dedup")[MIXED_RAW], str(cfg))
+        run_dedup(c, Plan(cfg, ["sampler.target_docs=100"]).upstream_hashes("cross_source_dedup"), str(cfg))
     assert cross_source_dedup.main(["--config", str(cfg), "--set", "sampler.target_docs=100"]) == 2
 
 

@@ -65,6 +65,9 @@ def test_registry_is_consistent() -> None:
         assert fields == {"run", *s.sections}, (s.name, fields)
         earlier = {t.artifact for t in pipeline.STAGES[:i]}
         assert set(s.upstream) <= earlier, f"{s.name} reads an artifact of a later stage"
+        assert callable(pipeline.entry(s)) and pipeline.entry(s).__module__ == f"minideepseek.{s.package}.stage"
+        if s.executor:  # the CPU stages print their line through cli.stage_script
+            assert callable(pipeline.summary_line(s))
         if s.remove_ids:
             assert callable(pipeline.hook(s))
         assert pipeline.stage(s.artifact) is s and pipeline.stage(s.script) is s

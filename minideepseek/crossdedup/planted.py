@@ -199,7 +199,7 @@ def run_stage(pairs: Sequence[Pair], work: Path, dedup: dict[str, Any] | None = 
     writer.close()
     stage.cfg = {"sources": [{"name": d, "weight": 1.0} for d in sorted({p.domain for p in pairs})]}
     up = stage.commit({"docs": len(rows)})
-    run_dedup(cfg, up["config_hash"], "planted", force=True)
+    run_dedup(cfg, {"mixed_raw": up["config_hash"]}, "planted", force=True)
     rep = json.loads((cfg.run.report_dir / "dedup_report.json").read_text())
     removed = [json.loads(x) for x in (run_dir / "mixed_dedup" / "removed.jsonl").read_text().splitlines()]
     return rep, removed

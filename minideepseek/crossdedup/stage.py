@@ -53,10 +53,10 @@ REPORTS = ("dedup_report.json", "dedup_report.md", "contamination_report.json", 
 SCHEMA_VERSION = 2  # 2: + data_profile (length / language / code / math per source)
 
 
-def run_dedup(cfg: DedupStageConfig, upstream_config_hash: str, config_path: str, force: bool = False,
+def run_dedup(cfg: DedupStageConfig, upstream: dict[str, str], config_path: str, force: bool = False,
               executor: Any = None) -> Manifest:
     run_dir = cfg.run.run_dir
-    up = require_upstream(run_dir, UPSTREAM, "mix_sampler.py", upstream_config_hash, config_path)
+    up = require_upstream(run_dir, UPSTREAM, "mix_sampler.py", upstream[UPSTREAM], config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
     return stage.execute(lambda tmp: _build(cfg, up, run_dir / UPSTREAM, tmp, stage, executor), cfg.run.report_dir,
@@ -288,13 +288,6 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
                 "removed": dict(Counter(r["reason"] for r in d.removed.values()))}
     return stage.commit(counters, extra={"upstream_config_hash": up["config_hash"], "dedup_params": report["params"]},
                         volatile=("dedup_report.json", "dedup_report.md"))
-
-
-def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
-                executor: Any = None) -> Manifest:
-    """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
-    reads to the config hash it must carry."""
-    return run_dedup(cfg, upstream[UPSTREAM], config_path, force=force, executor=executor)
 
 
 def summary_line(cfg: Any, man: dict[str, Any]) -> str:

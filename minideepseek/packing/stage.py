@@ -121,13 +121,6 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     return stage.commit(counters, volatile=REPORT_FILES, extra=extra)
 
 
-def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
-                executor: Any = None) -> Manifest:
-    """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
-    reads to the config hash it must carry."""
-    return run_pack(cfg, upstream, config_path, force=force, executor=executor)
-
-
 def summary_line(cfg: Any, man: dict[str, Any]) -> str:
     """The one line the stage script prints when it is done."""
     c = man["counters"]

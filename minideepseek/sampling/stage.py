@@ -138,7 +138,10 @@ def _check_empty_after_sampling(cfg: MixSamplerConfig, takers: dict[str, Taker],
             _empty_source(cfg, name, f"{t.stats.seen:,} records seen, none kept ({top or 'no records'})", ingestion)
 
 
-def run_mix_sampler(cfg: MixSamplerConfig, force: bool = False, executor: Any = None) -> Manifest:
+def run_mix_sampler(cfg: MixSamplerConfig, upstream: dict[str, str] | None = None, config_path: str = "",
+                    force: bool = False, executor: Any = None) -> Manifest:
+    """Run stage 1 under the contract. It reads no upstream artifact (``upstream``, ``config_path``:
+    the registry's uniform signature, unused)."""
     run_dir = cfg.run.run_dir
     sources = {s.name: make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers, cfg.sampler.max_chars)
                for s in cfg.sources}
@@ -302,13 +305,6 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
     if withdrawn:
         counters["withdrawn_at_ingestion"] = {n: t.stats.withdrawn for n, t in takers.items()}
     return stage.commit(counters, extra={"token_counter": {"name": counter.name, "path": str(counter.path)}})
-
-
-def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
-                executor: Any = None) -> Manifest:
-    """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
-    reads to the config hash it must carry."""
-    return run_mix_sampler(cfg, force=force, executor=executor)
 
 
 def summary_line(cfg: Any, man: dict[str, Any]) -> str:

@@ -73,10 +73,10 @@ def hf_config_files(out: Path, model_max_length: int = 4096) -> None:
     write_json_atomic(out / "special_tokens_map.json", special)
 
 
-def run_tokenizer(cfg: TokenizerStageConfig, upstream_config_hash: str, config_path: str,
+def run_tokenizer(cfg: TokenizerStageConfig, upstream: dict[str, str], config_path: str,
                   force: bool = False, executor: Any = None) -> Manifest:
     run_dir = cfg.run.run_dir
-    up = require_upstream(run_dir, UPSTREAM, "cross_source_dedup.py", upstream_config_hash, config_path)
+    up = require_upstream(run_dir, UPSTREAM, "cross_source_dedup.py", upstream[UPSTREAM], config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
     return stage.execute(lambda tmp: _build(cfg, run_dir / UPSTREAM, tmp, stage, executor), cfg.run.report_dir,
@@ -188,13 +188,6 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
                 "heldout_docs": len(where), "sample_per_source": sample_stats,
                 "round_trip": round_trip}
     return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss})
-
-
-def run_planned(cfg: Any, upstream: dict[str, str], config_path: str, force: bool = False,
-                executor: Any = None) -> Manifest:
-    """The registry's uniform entry (``pipeline.entry``): ``upstream`` maps each artifact this stage
-    reads to the config hash it must carry."""
-    return run_tokenizer(cfg, upstream[UPSTREAM], config_path, force=force, executor=executor)
 
 
 def summary_line(cfg: Any, man: dict[str, Any]) -> str:

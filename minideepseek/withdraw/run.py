@@ -30,7 +30,7 @@ from .. import pipeline
 from ..arrow_io import iter_dataset_rows, read_columns
 from ..config import ConfigError
 from ..fsio import write_json_atomic, write_text_atomic
-from ..pipeline import MIXED_DEDUP, PACKED, SMOKE_TRAIN, TOKENIZER, Plan
+from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER, Plan
 from ..stage import ArtifactEdit, publish_reports, read_manifest, restore_interrupted_swap
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
 from .config import WithdrawStageConfig
@@ -274,7 +274,7 @@ class Withdrawal:
 
         log.warning("withdraw %s: retraining the tokenizer and re-packing every shard (--retrain-tokenizer)", t)
         plan = self.plan
-        run_tokenizer(plan.config(TOKENIZER, quiet=False), plan.upstream_hashes(TOKENIZER)[MIXED_DEDUP],
+        run_tokenizer(plan.config(TOKENIZER, quiet=False), plan.upstream_hashes(TOKENIZER),
                       self.config_path, force=True)
         run_pack(plan.config(PACKED, quiet=False), plan.upstream_hashes(PACKED), self.config_path, force=True)
         return TOKENIZER, PACKED
