@@ -127,6 +127,38 @@ def test_reused_build_is_rechecked_and_strict_refuses_drift(cache):
         build_demo_corpus(cache_dir, tiers=("debian",), expected=exp)
 
 
+def test_stage1_demo_corpus_strict_stops_on_drift(cache, tmp_path, monkeypatch, capsys):
+    import yaml
+
+    import mix_sampler
+    from minideepseek.config import config_hash
+    from minideepseek.demo_corpus import pins
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+
+    dl, whl, deb, exp = cache
+    _fake_build(dl.parent, deb, "2.0-1")
+    drift = Expected(debian={"bar-doc": {"version": "1.9-1", "file": "bar-doc_1.9-1_all.deb", "sha256": "1" * 64}})
+    monkeypatch.setattr(pins.Expected, "load", classmethod(lambda cls, path=None: drift))
+    cfg = {"run": {"name": "s", "seed": 1, "data_dir": str(tmp_path / "data"), "reports_dir": str(tmp_path / "rep"),
+                   "cache_dir": str(dl.parent)},
+           "sources": [{"name": "zh", "type": "demo", "domain": "zh", "weight": 1.0}],
+           "sampler": {"target_docs": 1, "demo_tiers": ["debian"], "num_proc": 1},
+           "demo_corpus": {"strict": True}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert mix_sampler.main(["--config", str(path)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "demo_corpus.strict: 1 package" in err[0] and "drift: Debian bar-doc" in err[0]
+    assert not (tmp_path / "data" / "s" / "mixed_raw").exists()
+    # strict decides whether a run proceeds, not what it produces: the config hash ignores it
+    loose = load_stage_config(MixSamplerConfig, path, ["demo_corpus.strict=false"])
+    assert config_hash(loose) == config_hash(load_stage_config(MixSamplerConfig, path))
+    path.write_text(yaml.safe_dump({**cfg, "demo_corpus": {"strictt": True}}))
+    with pytest.raises(Exception, match="strictt"):
+        load_stage_config(MixSamplerConfig, path)
+
+
 def test_pin_records_the_build_and_names_what_it_could_not_pin(cache, tmp_path):
     dl, whl, deb, exp = cache
     built = _fake_build(dl.parent, deb, "2.0-1")
