@@ -111,7 +111,7 @@ def main() -> None:
     ap.add_argument("--requirements", type=Path, default=ROOT / "requirements.txt")
     ap.add_argument("--lock", type=Path, default=ROOT / "requirements.lock")
     ap.add_argument("--upgrade", action="store_true", help="do not constrain to the current lock's versions")
-    ap.add_argument("--pip", default=_pip_version(), help="the pip version to pin (default: the running pip's)")
+    ap.add_argument("--pip", default=None, help="the pip version to pin (default: the running pip's)")
     ap.add_argument("--check", action="store_true", help="only check the lock matches requirements.txt (no pip)")
     args = ap.parse_args()
     if args.check:
@@ -126,7 +126,7 @@ def main() -> None:
         # bundled pip), then the rest with it (older pips mishandle extras such as lxml[html_clean]
         # under --require-hashes)
         reqs = Path(tmp) / "requirements-and-pip.txt"
-        reqs.write_text(args.requirements.read_text() + f"\npip=={args.pip}\n")
+        reqs.write_text(args.requirements.read_text() + f"\npip=={args.pip or _pip_version()}\n")
         cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
                "--disable-pip-version-check", "--report", f"{tmp}/report.json", "-r", str(reqs)]
         if not args.upgrade and args.lock.exists():
