@@ -16,6 +16,7 @@ job's runtime environment), so the repository must sit at the same path on every
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -117,9 +118,43 @@ def ray_init_kwargs(address: str | None = None, num_cpus: int | None = None) -> 
                           "log_to_driver": False, "include_dashboard": False}
     if address:
         kw["address"] = address
-    elif num_cpus:
-        kw["num_cpus"] = num_cpus
+    else:
+        # a local instance serves this process only: its GCS, raylet and object store listen on loopback
+        # (with ray_init's loopback_only; Ray would otherwise pick the machine's routable address and
+        # listen on every interface). The dashboard stays off (include_dashboard above).
+        kw["_node_ip_address"] = "127.0.0.1"
+        if num_cpus:
+            kw["num_cpus"] = num_cpus
     return kw
+
+
+@contextlib.contextmanager
+def loopback_only() -> Iterator[None]:
+    """Make Ray resolve this node's address to 127.0.0.1 while a local instance starts.
+
+    Ray turns an explicit ``_node_ip_address="127.0.0.1"`` into the machine's routable address
+    unless its ``ENABLE_RAY_CLUSTER`` constant is off (it is off on macOS/Windows, where Ray keeps
+    local instances on loopback): this flips it for the duration of ``ray.init`` only. Checked on
+    ray 2.60 (pinned): every port of the instance listened on 127.0.0.1 (README, Security)."""
+    from ray._private import ray_constants
+
+    old = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = old
+
+
+def ray_init(address: str | None = None, num_cpus: int | None = None) -> Any:
+    """``ray.init`` for a run: join ``address``, or start a local instance bound to loopback."""
+    import ray
+
+    kw = ray_init_kwargs(address, num_cpus)
+    if address:
+        return ray.init(**kw)
+    with loopback_only():
+        return ray.init(**kw)
 
 
 class RayExecutor:
@@ -149,7 +184,7 @@ class RayExecutor:
             return
         if not ray.is_initialized():
             try:
-                ray.init(**ray_init_kwargs(self.spec.address, self.spec.num_cpus))
+                ray_init(self.spec.address, self.spec.num_cpus)
             except ConnectionError as exc:
                 raise ConfigError(f"cannot reach the Ray cluster at {self.spec.address!r} ({exc}); start it with "
                                   f"`ray start --head` or pass the --ray-address of a running head") from exc

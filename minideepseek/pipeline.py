@@ -63,7 +63,7 @@ def _ref(ref: str) -> Any:
 
 STAGES: tuple[StageSpec, ...] = (
     StageSpec("mix_sampler", "sampling", MIXED_RAW, "minideepseek.sampling.config:MixSamplerConfig",
-              ("sources", "extract", "sampler"), (),
+              ("sources", "extract", "sampler", "demo_corpus"), (),
               ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md"),
               "minideepseek.withdraw.hooks:remove_from_mixed_raw", "minideepseek.sampling.stage:run_mix_sampler"),
     StageSpec("cross_source_dedup", "crossdedup", MIXED_DEDUP, "minideepseek.crossdedup.config:DedupStageConfig",

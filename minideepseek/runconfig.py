@@ -24,7 +24,7 @@ T = TypeVar("T")
 # Sections a config file may hold. Stages that do not exist yet are not listed: their keys are
 # errors until the stage lands, so a config never carries settings that nothing reads.
 KNOWN_SECTIONS = ("run", "sources", "extract", "sampler", "dedup", "decontam", "tokenizer", "pack", "train",
-                  "withdraw")
+                  "withdraw", "demo_corpus")
 
 # Pairs of keys of which a config sets exactly one. Setting one with --set drops the other from the
 # YAML, so `--set sampler.target_docs=2000` works on a config written with target_tokens.

@@ -65,10 +65,20 @@ def figures(run: RunConfig) -> dict[str, Any]:
     # a fresh run that withdrew nothing
     raw = read_manifest(rd / "mixed_raw") or {}
     tickets = [w["ticket"] for w in raw.get("withdrawals", [])]
+    demo_warnings = demo_corpus_warnings(raw)
+    if demo_warnings:
+        out["demo_corpus_warnings"] = demo_warnings
     if tickets:
         out["withdrawals"] = tickets
     out["environment"] = {"python": platform.python_version(), "packages": package_versions(), "git_commit": git_commit()}
     return out
+
+
+def demo_corpus_warnings(raw_manifest: dict[str, Any]) -> list[str]:
+    """Drift / unpinned demo-corpus packages (demo_corpus/pins.py) recorded in stage 1's inputs."""
+    found = (w for inp in raw_manifest.get("inputs", []) for c in (inp.get("detail") or {}).get("components", [])
+             for w in c.get("warnings") or [])
+    return list(dict.fromkeys(found))
 
 
 def smoke_train_figures(st: dict[str, Any]) -> dict[str, Any]:
@@ -134,6 +144,8 @@ def markdown(f: dict[str, Any]) -> str:
         lines.append("")
     if f.get("withdrawals"):
         lines.append(f"- withdrawals: {len(f['withdrawals'])} ticket(s) applied, see [release_note.md](release_note.md)")
+    for w in f.get("demo_corpus_warnings", []):
+        lines.append(f"- WARNING demo corpus {w}")
     env = f["environment"]
     lines += ["", "## Environment", "", f"- Python {env['python']}; git commit `{env['git_commit']}`",
               "- " + ", ".join(f"{k} {v}" for k, v in env["packages"].items() if k != "python"), ""]

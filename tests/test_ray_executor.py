@@ -18,7 +18,7 @@ from minideepseek.arrow_io import shard_paths
 from minideepseek.crossdedup import ray_near
 from minideepseek.crossdedup.config import DedupConfig
 from minideepseek.crossdedup.near import NearDedup
-from minideepseek.executor import ExecutorSpec, RayExecutor, ray_init_kwargs
+from minideepseek.executor import ExecutorSpec, RayExecutor, ray_init
 from minideepseek.packing import partition
 from tests.chain import build_chain
 from tests.test_pipeline_e2e import _data_files
@@ -30,9 +30,22 @@ STAGES = (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle)
 
 @pytest.fixture(scope="module")
 def ray_instance():
-    ray.init(**ray_init_kwargs(num_cpus=2))
+    ray_init(num_cpus=2)  # as RayExecutor starts a local instance: loopback only, no dashboard
     yield
     ray.shutdown()
+
+
+@pytest.mark.slow
+def test_local_instance_listens_on_loopback_only(ray_instance):
+    import psutil
+
+    assert ray.util.get_node_ip_address() == "127.0.0.1"
+    procs = psutil.Process().children(recursive=True)  # gcs_server, raylet, workers, ...
+    listening = [(p.name(), c.laddr.ip, c.laddr.port) for p in procs
+                 for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    assert listening, "the local Ray instance listens on no port? (the check would prove nothing)"
+    exposed = [x for x in listening if x[1] not in ("127.0.0.1", "::ffff:127.0.0.1", "::1")]
+    assert not exposed, f"listening beyond loopback: {exposed}"
 
 
 def _demo_subset(tmp: Path, name: str) -> Path:

@@ -264,6 +264,41 @@ def test_resume_is_bit_exact(chain):
     assert read_manifest(out)["counters"]["resumed_from"] is None
 
 
+class _Planted:
+    """Unpickling this calls ``open(marker, "w")``: a stand-in for any code a crafted checkpoint runs."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return open, (str(self.marker), "w")
+
+
+def test_resume_refuses_a_checkpoint_carrying_a_callable(chain, capsys, tmp_path):
+    tmp, cfg = chain
+    ck = tmp / "data" / "t" / "smoke_train.ckpt"
+    sets = ("train.max_steps=6", "train.warmup=1", "train.eval_interval=3", "train.bench_steps=0",
+            "train.fail_on_criteria=false",
+            "train.decode_samples=0", "train.generate_tokens=0")
+    assert _train(cfg, *sets, "train.stop_at_step=2") == 0
+    path = ck / "step-0000002.pt"
+    payload = torch.load(path, weights_only=True)  # what we write loads under weights_only=True
+    assert payload["step"] == 2 and isinstance(payload["loader_state"], dict)
+    marker = tmp_path / "code-ran"
+    payload["history"].append({"step": 2, "note": _Planted(marker)})  # same identity .json, poisoned body
+    torch.save(payload, path)
+    capsys.readouterr()
+    assert _train(cfg, *sets) == 2  # one-line error, exit 2, no traceback
+    err = capsys.readouterr().err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]  # (log lines go to stderr too)
+    assert len(errors) == 1 and "Traceback" not in err and err.rstrip().endswith(errors[0]), err
+    assert errors[0].startswith("error: refusing to load checkpoint") and str(path) in errors[0]
+    assert "callable io.open" in errors[0]  # names what it refused (builtins.open is io.open)
+    assert not marker.exists()  # the pickled callable never ran
+    path.unlink()
+    path.with_suffix(".json").unlink()
+
+
 def test_criteria_failure_exits_1(chain):
     tmp, cfg = chain
     assert _train(cfg, "train.max_steps=12", "train.lr=0.000001", "train.min_lr=0.000001", "train.bench_steps=0",

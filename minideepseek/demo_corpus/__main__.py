@@ -1,15 +1,21 @@
-"""CLI: ``python -m minideepseek.demo_corpus [--cache-dir D] [--tiers portable,debian] [--force]``.
+"""CLI: ``python -m minideepseek.demo_corpus [build|pin] [--cache-dir D] [--tiers portable,debian] [--force]``.
 
-Builds (or finds cached) the demo corpus and prints a per-domain summary.
+``build`` (default) builds (or finds cached) the demo corpus and prints a per-domain summary;
+``--strict`` makes drift or an unpinned package an error. ``pin`` rewrites
+``minideepseek/demo_corpus/expected_hashes.json`` from the cache's build records (see pins.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import sys
 from pathlib import Path
 
-from .build import TIERS, build_demo_corpus, format_summary
+from .build import MANIFEST, TIERS, build_demo_corpus, corpus_root, default_cache_dir, format_summary, normalize_tiers
+from .components import default_components
+from .pins import EXPECTED_FILE, Expected, IntegrityError, pin_from_manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m minideepseek.demo_corpus",
         description="Build the offline demo corpus (raw real text per domain) into the cache.",
     )
+    parser.add_argument("command", nargs="?", choices=("build", "pin"), default="build",
+                        help="build (default) or pin: record the cached build's files as the expected hashes")
+    parser.add_argument("--strict", action="store_true",
+                        help="build: a Debian version drift or an unpinned package is an error")
+    parser.add_argument("--expected", type=Path, default=EXPECTED_FILE, help="the expected-hashes file")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="cache root (default: $MINIDEEPSEEK_CACHE or ~/.cache/minideepseek)")
     parser.add_argument("--tiers", default=",".join(TIERS),
@@ -29,11 +40,36 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         tiers = tuple(args.tiers.split(","))
-        corpus = build_demo_corpus(cache_dir=args.cache_dir, tiers=tiers, force=args.force)
+        if args.command == "pin":
+            return pin(args.cache_dir or default_cache_dir(), normalize_tiers(tiers), args.expected)
+        corpus = build_demo_corpus(cache_dir=args.cache_dir, tiers=tiers, force=args.force,
+                                   expected=Expected.load(args.expected))
+        print(format_summary(corpus))
+        if args.strict:
+            corpus.require_pinned()
+    except IntegrityError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except ValueError as exc:
         parser.error(str(exc))
-    print(format_summary(corpus))
     return 0
+
+
+def pin(cache_dir: Path, tiers: tuple[str, ...], out: Path) -> int:
+    """Write the expected list from the cached build of ``tiers`` (build it first)."""
+    root = corpus_root(cache_dir, tiers)
+    if not (root / MANIFEST).is_file():
+        print(f"error: no complete demo corpus build at {root}; run `python -m minideepseek.demo_corpus "
+              f"--tiers {','.join(tiers)}` first", file=sys.stderr)
+        return 2
+    manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    sources = [(c.source.kind, c.source.name, c.source.version) for c in default_components() if c.tier in tiers]
+    data, notes = pin_from_manifest(manifest, cache_dir / "downloads", Expected.load(out), sources)
+    out.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    for note in notes:
+        print(note, file=sys.stderr)
+    print(f"pinned {len(data['pypi'])} PyPI and {len(data['debian'])} Debian packages into {out}")
+    return 1 if any(n.startswith("NOT PINNED") for n in notes) else 0
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ from typing import Any
 from tqdm import tqdm
 
 from .components import DOMAINS, FORMATS, Component, Doc, Notes, default_components
-from .fetch import Fetcher, Shortfall
+from .fetch import Fetcher, Shortfall, sha256_file
+from .pins import Expected, IntegrityError
 
 log = logging.getLogger("minideepseek.demo_corpus")
 
@@ -92,6 +93,42 @@ class DemoCorpus:
     def shortfalls(self) -> list[dict[str, Any]]:
         return self.manifest["shortfalls"]
 
+    @property
+    def integrity_warnings(self) -> list[str]:
+        """Drift / unpinned packages (pins.py): empty when every download matched the expected list."""
+        return list(self.manifest.get("integrity", {}).get("warnings", []))
+
+    def require_pinned(self) -> None:
+        """``demo_corpus.strict``: any drift or unpinned package is an error, not a warning."""
+        if self.integrity_warnings:
+            raise IntegrityError(f"demo_corpus.strict: {len(self.integrity_warnings)} package(s) differ from "
+                                 f"the expected list: " + " | ".join(self.integrity_warnings))
+
+
+def _integrity(infos: list[dict[str, Any]], expected: Expected) -> dict[str, Any]:
+    # dict.fromkeys: one package can feed several components, one line each is enough
+    return {"expected": expected.path, "warnings": list(dict.fromkeys(w for i in infos for w in i.get("warnings", []))),
+            "verified": sum(1 for i in infos if i.get("file") and not i.get("warnings"))}
+
+
+def _recheck_cached(corpus: DemoCorpus, expected: Expected) -> None:
+    """A reused build: its domain files must still hash as recorded, and its packages are checked
+    again against the (possibly re-pinned) expected list; warnings are refreshed in memory only
+    (the cache may be read-only)."""
+    for domain, d in corpus.manifest["domains"].items():
+        if d.get("file") and d.get("file_sha256"):
+            path = corpus.root / d["file"]
+            found = sha256_file(path)
+            if found != d["file_sha256"]:
+                raise IntegrityError(f"{path}: sha256 mismatch for the cached demo corpus domain {domain}: expected "
+                                     f"{d['file_sha256']} (its manifest), found {found}. The cached build was altered: "
+                                     f"delete {corpus.root} to rebuild it (downloads are reused and checked)")
+    for info in corpus.manifest["components"]:
+        if info.get("status") == "ok" and info.get("file") and info.get("sha256"):
+            info["warnings"] = expected.check(info["source"], info["package"], info["version"], info["file"],
+                                              info["sha256"], info.get("path") or info["file"])
+    corpus.manifest["integrity"] = _integrity(corpus.manifest["components"], expected)
+
 
 def to_record(doc: Doc, comp: Component, license: str) -> tuple[dict[str, Any], int]:
     """The JSON record of a doc, and its raw UTF-8 byte count (-1 if not valid UTF-8).
@@ -132,6 +169,7 @@ def _component_info(comp: Component) -> dict[str, Any]:
         "reason": None, "source": src.kind, "package": src.name, "version": src.version,
         "file": None, "path": None, "sha256": None, "license": comp.license, "n_docs": 0,
         "n_bytes": 0, "n_invalid_utf8": 0, "skipped": {}, "content_sha256": None, "seconds": 0.0,
+        "warnings": [],
     }
 
 
@@ -143,7 +181,9 @@ def build_component(comp: Component, fetcher: Fetcher) -> tuple[list[bytes], dic
     try:
         pkg = fetcher.open(comp.source)
         info.update(version=pkg.version, path=str(pkg.file), sha256=pkg.sha256,
-                    file=None if pkg.file.is_dir() else pkg.file.name)
+                    file=None if pkg.file.is_dir() else pkg.file.name, warnings=list(pkg.warnings))
+        for w in pkg.warnings:
+            log.warning("%s: %s", comp.name, w)
         notes = Notes()
         docs = sorted(comp.collect(pkg, notes), key=lambda d: d.doc_key)
         info["skipped"] = dict(sorted(notes.skipped.items()))
@@ -164,6 +204,8 @@ def build_component(comp: Component, fetcher: Fetcher) -> tuple[list[bytes], dic
             else:
                 info["n_bytes"] += n_bytes
         info.update(n_docs=len(lines), content_sha256=digest.hexdigest())
+    except IntegrityError:
+        raise  # a file with the wrong hash stops the build: it is never a quiet shortfall
     except Shortfall as exc:
         lines = []
         info.update(status="shortfall", reason=str(exc), n_bytes=0, n_invalid_utf8=0)
@@ -256,6 +298,7 @@ def build_demo_corpus(
     cache_dir: Path | None = None,
     tiers: tuple[str, ...] = TIERS,
     force: bool = False,
+    expected: Expected | None = None,
 ) -> DemoCorpus:
     """Build (or return the cached) demo corpus for ``tiers``.
 
@@ -264,11 +307,16 @@ def build_demo_corpus(
     on errors of the cache directory (disk full, permissions).
     """
     cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    expected = expected if expected is not None else Expected.load()
     tiers = normalize_tiers(tiers)
     root = corpus_root(cache_dir, tiers)
     if not force and (root / MANIFEST).is_file():
         log.info("demo corpus cached at %s", root)
-        return DemoCorpus.load(root)
+        corpus = DemoCorpus.load(root)
+        _recheck_cached(corpus, expected)
+        for w in corpus.integrity_warnings:
+            log.warning("demo corpus: %s", w)
+        return corpus
 
     t0 = time.perf_counter()
     comps = [c for c in default_components() if c.tier in tiers]
@@ -277,7 +325,7 @@ def build_demo_corpus(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        fetcher = Fetcher(cache_dir / "downloads")
+        fetcher = Fetcher(cache_dir / "downloads", expected)
         fetcher.prefetch([c.source for c in comps])
         infos = _write_components(tmp, comps, fetcher)
         domains, shortfalls = _domain_summary(tmp, infos, tiers)
@@ -291,6 +339,7 @@ def build_demo_corpus(
             "domains": domains,
             "components": infos,
             "shortfalls": shortfalls,
+            "integrity": _integrity(infos, expected),
         }
         _write_manifest(tmp / MANIFEST, manifest)
         _swap_into_place(tmp, root)
@@ -314,6 +363,8 @@ def format_summary(corpus: DemoCorpus) -> str:
     rows.append(f"{'total':<10} {tot_docs:>9,} {tot_mb:>8.2f}")
     for s in man["shortfalls"]:
         rows.append(f"shortfall {s['domain']}/{s['component'] or '*'}: {s['reason']}")
+    for w in corpus.integrity_warnings:
+        rows.append(f"WARNING {w}")
     rows.append(f"corpus: {corpus.root} (tiers {'+'.join(man['tiers'])}, "
                 f"built in {man['build_seconds']:.1f}s at {man['built_at']})")
     return "\n".join(rows)

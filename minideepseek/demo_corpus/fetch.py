@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+from .pins import Expected
+
 log = logging.getLogger("minideepseek.demo_corpus")
 
 PIP_TIMEOUT_S = 300
@@ -65,6 +67,7 @@ class Package:
     version: str
     file: Path
     sha256: str | None
+    warnings: tuple[str, ...] = ()  # drift / unpinned (pins.py); a hash mismatch raises instead
 
     @property
     def name(self) -> str:
@@ -189,10 +192,12 @@ def _run(cmd: list[str], cwd: Path, timeout: int) -> tuple[bool, str]:
 class Fetcher:
     """Cached downloads for one build. Thread-safe for distinct packages."""
 
-    def __init__(self, downloads: Path) -> None:
+    def __init__(self, downloads: Path, expected: Expected | None = None) -> None:
         self.pypi_dir = downloads / "pypi"
         self.deb_dir = downloads / "debian"
         self._apt_updated = False
+        # the repo's expected hashes: every file is checked in open(), fresh download or cached copy
+        self.expected = expected if expected is not None else Expected.load()
 
     def open(self, source: Source) -> Package:
         """Fetch (or find cached) and open a source; raises :class:`Shortfall`."""
@@ -207,7 +212,9 @@ class Fetcher:
         else:
             raise ValueError(f"unknown source kind {source.kind!r}")
         version = source.version or unquote(file.name.split("_")[1])
-        return Package(source, version, file, sha256_file(file))
+        sha = sha256_file(file)
+        warnings = self.expected.check(source.kind, source.name, version, file.name, sha, str(file))
+        return Package(source, version, file, sha, tuple(warnings))
 
     def prefetch(self, sources: Iterable[Source]) -> None:
         """Download everything missing up front, in parallel; errors surface later per component.

@@ -54,13 +54,26 @@ class SamplerConfig:
 
 
 @dataclass(frozen=True)
+class DemoCorpusConfig:
+    """``demo_corpus``: how far the demo corpus's downloads are trusted (demo_corpus/pins.py). A hash
+    mismatch is always an error; ``strict`` also makes a Debian version drift or a package missing
+    from ``expected_hashes.json`` an error (default: a warning in the manifest and the run summary)."""
+
+    strict: bool = False
+
+
+@dataclass(frozen=True)
 class MixSamplerConfig:
     """Everything stage 1 reads; its hash decides whether ``mixed_raw`` is up to date."""
+
+    # demo_corpus.strict decides whether a run may proceed, never what it produces
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("demo_corpus",)
 
     sources: tuple[SourceConfig, ...]
     sampler: SamplerConfig
     run: RunConfig = field(default_factory=RunConfig)
     extract: ExtractConfig = field(default_factory=ExtractConfig)
+    demo_corpus: DemoCorpusConfig = field(default_factory=DemoCorpusConfig)
 
     def __post_init__(self) -> None:
         check_recipe(self.sources)

@@ -145,6 +145,9 @@ def run_mix_sampler(cfg: MixSamplerConfig, upstream: dict[str, str] | None = Non
     run_dir = cfg.run.run_dir
     sources = {s.name: make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers, cfg.sampler.max_chars)
                for s in cfg.sources}
+    if cfg.demo_corpus.strict:  # drift / unpinned demo-corpus packages stop the run (demo_corpus/pins.py)
+        for corpus in {id(s.corpus): s.corpus for s in sources.values() if hasattr(s, "corpus")}.values():
+            corpus.require_pinned()
     inputs = [src.input_ref() for src in sources.values()]
     deletions = deletion_input(cfg)
     if deletions is not None:

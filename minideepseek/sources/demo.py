@@ -48,7 +48,7 @@ class DemoSource:
 
     def _components(self) -> list[dict]:
         return [
-            {k: c.get(k) for k in ("component", "status", "package", "version", "sha256", "n_docs", "reason")}
+            {k: c.get(k) for k in ("component", "status", "package", "version", "sha256", "n_docs", "reason", "warnings")}
             for c in self.corpus.manifest.get("components", [])
             if c.get("domain") == self.cfg.domain
         ]

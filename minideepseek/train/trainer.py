@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from ..config import ConfigError
 from ..fsio import write_json_atomic
 from ..provenance import peak_rss_mb
 from .config import TrainConfig
@@ -211,7 +213,7 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
     res = TrainResult("done", model, opt, 0, LoaderState())
     path = env.broadcast_object(ckpts.latest() if tc.resume and env.is_main else None)  # rank 0 decides
     if path is not None:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
+        payload = load_checkpoint(path)
         log.info("resuming from %s (step %d)", path, payload["step"])
         model.load_state_dict(payload["model"])
         opt.load_state_dict(payload["optimizer"])
@@ -281,6 +283,31 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
             break
     env.barrier()
     return res
+
+
+class UnsafeCheckpointError(ConfigError):
+    """A checkpoint holds something other than tensors and plain types (it could run code)."""
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a checkpoint with ``weights_only=True``: only tensors, numbers, strings, lists, tuples and
+    dicts are unpickled, so a checkpoint handed over by someone else cannot run code when resumed
+    (``weights_only=False`` would call whatever the pickle names). Every payload we write is such
+    plain types (``resume_payload``/``final_checkpoint``); anything else is refused in one line."""
+    import pickle
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        # torch's message is a multi-line how-to-override; keep only what was refused
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        detail = re.search(r"WeightsUnpickler error: ([^\n.]+)", str(exc))
+        reason = (f"it names the callable {found.group(1)}" if found
+                  else detail.group(1).strip() if detail else type(exc).__name__)
+        raise UnsafeCheckpointError(
+            f"refusing to load checkpoint {path}: it holds objects other than tensors and plain types "
+            f"({reason}); it was not written by this trainer, or was tampered with. Delete it (or set "
+            f"train.resume=false) to start fresh; never load it with weights_only=False") from None
 
 
 def resume_payload(res: TrainResult) -> dict[str, Any]:
