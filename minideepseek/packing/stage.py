@@ -21,6 +21,7 @@ from ..arrow_io import shard_paths
 from ..runconfig import stage_config_hash
 from ..sources.base import rng_for
 from ..stage import InputRef, StageRun, peak_rss_mb, read_manifest, require_upstream, write_json_atomic, write_text_atomic
+from ..tokenizer.fast_encode import encoder_summary, use_encoder
 from .by_source import pack_by_source
 from .config import PackStageConfig
 from .mapped import MappedArrow
@@ -76,6 +77,7 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
            executor: Any = None) -> dict[str, Any]:
     pc, seed, run_dir = cfg.pack, cfg.run.seed, cfg.run.run_dir
     tok = load_tokenizer(run_dir / TOKENIZER / "tokenizer.json", pc.num_threads)
+    use_encoder(tok, pc.encoder)
     docs = MappedArrow(shard_paths(run_dir / DOCS), "stream", columns=["id", "source", "text"])
     doc_order = rng_for(seed, "pack", "documents").permutation(docs.num_rows)
     log.info("%s: %s documents from %s, tokenizer vocab %s, seq_len %s, tail %s", STAGE, f"{docs.num_rows:,}",
@@ -105,6 +107,7 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     report = build_report(stats, pc, recipe_weights(run_dir), samples, wall_s=stage.elapsed(),
                           peak_rss=peak_rss_mb(), threads=pc.num_threads)
     report["stage1_target"] = stage1_target(run_dir)
+    report["encoder"] = encoder_summary(tok)
     report["orders"] = {"doc_order_sha256": order_sha256(doc_order),
                         "block_order_sha256": stats.block_order_sha256}
     extra: dict[str, Any] = {"orders": report["orders"]}
