@@ -256,10 +256,12 @@ def main() -> int:
     p.add_argument("--swap", type=float, default=0.08)
     p.add_argument("--seed", type=int, default=20)
     args = p.parse_args()
-    results = []
     out = ROOT / "bench" / "out" / "scale"
+    old = out / "results.json"  # sizes measured by an earlier call are kept (one size per call is fine)
+    results = [r for r in json.loads(old.read_text())] if old.is_file() else []
     for n in [float(x) for x in args.sizes.split(",")]:
-        results.append(measure_size(n, args))
+        results = sorted([r for r in results if r["target_tokens"] != n] + [measure_size(n, args)],
+                         key=lambda r: r["target_tokens"])
         fits = fit(results)
         (out / "results.json").write_text(json.dumps(results, indent=1))
         (out / "fit.json").write_text(json.dumps({"sizes": [r["target_tokens"] for r in results], "fit": fits}, indent=1))
