@@ -46,7 +46,11 @@ def bill_main(args: argparse.Namespace, report_dir: Path, data_dir: Path | None)
     fit = measured = None
     if args.scale_fit:
         doc = json.loads(Path(args.scale_fit).read_text(encoding="utf-8"))
-        fit, measured = doc.get("fit"), None  # CPU-s/unit of the run itself stay the run's
+        fit = doc.get("fit")
+        res = Path(args.scale_fit).with_name("results.json")  # the bench's own runs: measured CPU-s
+        for r in json.loads(res.read_text(encoding="utf-8")) if res.is_file() else []:
+            if f"scale_{int(r['target_tokens'])}" == args.run:
+                measured = r["stages"]
     bill = project(run_facts(report_dir, data_dir), a, fit, measured)
     out = Path(args.out) if args.out else report_dir
     write_text_atomic(out / "cost.md", markdown(bill, args.run))
