@@ -4,6 +4,8 @@
     python report.py compare demo demo_b             # side by side + drift flags
     python report.py compare demo demo_b --threshold token_share_pp=2 --threshold dedup_rate_pp=5
     python report.py compare reports/demo /elsewhere/reports/run7 --out /tmp/dash
+    python report.py bill demo                       # reports/demo/cost.{md,json}: 1B / 70B / 15T projection
+    python report.py bill demo --filter-keep 0.1 --cores 2 --cores 512 --exponent mixed_dedup=1.1
 
 A RUN is a run name (reports/<name>, with data/<name> for stage wall times when present) or a path to
 a run's report directory. Only reports and manifests are read, never the raw data. The HTML page is
@@ -17,6 +19,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
+from minideepseek.bill_cli import add_bill_parser, bill_main
 from minideepseek.cli import run_cli, setup_logging
 from minideepseek.dashboard.collect import collect
 from minideepseek.dashboard.drift import Thresholds, drift_flags
@@ -34,6 +37,8 @@ def _run_dirs(run: str, reports_dir: Path, data_dir: Path) -> tuple[Path, Path |
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.cmd == "bill":
+        return bill_main(args, *_run_dirs(args.run, Path(args.reports_dir), Path(args.data_dir)))
     names = [args.run] if args.cmd == "show" else [args.run_a, args.run_b]
     runs = [collect(*_run_dirs(n, Path(args.reports_dir), Path(args.data_dir))) for n in names]
     th = Thresholds.parse(args.threshold)
@@ -79,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("run_a")
     c.add_argument("run_b")
     _add_common(c, sub=True)
+    add_bill_parser(sub, _add_common)
     return p
 
 

@@ -13,7 +13,8 @@ from ..runconfig import RunConfig
 class PackConfig:
     # batch_docs and num_threads change how fast the stage runs, never what it writes (the tail is
     # carried across batches, so block contents do not depend on batch boundaries: tested).
-    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("batch_docs", "num_threads")
+    # encoder too: "auto" (tiktoken) gives HF's ids exactly, checked (tokenizer/fast_encode.py)
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("batch_docs", "num_threads", "encoder")
 
     seq_len: int = 4096  # tokens per block (the seed's SEQ_LEN); DeepSeek-V3 pretrains at 4K
     # The last partial block of the whole run: "drop" it (reported) or "pad" it with <|pad|> (id 1)
@@ -21,6 +22,9 @@ class PackConfig:
     max_shard_bytes: int = 64 << 20  # a shard closes once it holds this many Arrow bytes
     batch_docs: int = 256  # documents per encode_batch_fast call (~0.4M tokens, ~30 MB transient)
     num_threads: int = 0  # tokenizer threads (RAYON_NUM_THREADS); 0 = all cores
+    # "auto": tiktoken with our vocabulary and pre-split when it provably gives the same ids (HF
+    # otherwise; a sample re-encoded by HF in every run); "hf": HF tokenizers only
+    encoder: Literal["auto", "hf"] = "auto"
     decode_samples: int = 10  # random blocks decoded into the report, boundaries marked
     # true: every block holds one source's documents only; the blocks of each source form one
     # contiguous range of the dataset (shuffled within it), so a trainer can weight sources in its

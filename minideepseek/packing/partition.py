@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from ..mapped import MappedArrow
 from ..tokenizer.config import EOT_ID, PAD_ID
+from ..tokenizer.fast_encode import use_encoder
 from ..tokenizer.io import encode_docs, load_tokenizer
 from .config import PackConfig
 from .packer import (
@@ -47,11 +48,12 @@ _TOKENIZERS: dict[str, Any] = {}  # per worker process: a Ray worker runs many t
 
 def tokenize_partition(args: tuple) -> dict[str, Any]:
     """Round 1 task: encode partition ``p`` (document rows ``idx``) and save ids/lengths/metadata."""
-    shards, idx, tok_path, work, p, vocab = args
+    shards, idx, tok_path, work, p, vocab, pc_encoder = args
     st = Path(tok_path).stat()
     key = f"{tok_path}:{st.st_mtime_ns}:{st.st_size}"  # a retrained tokenizer at the same path is a new one
     if key not in _TOKENIZERS:
         _TOKENIZERS[key] = load_tokenizer(Path(tok_path))
+        use_encoder(_TOKENIZERS[key], pc_encoder)
     docs = MappedArrow([Path(x) for x in shards], "stream", columns=["id", "source", "text"])
     try:
         t = docs.take(np.asarray(idx))
@@ -138,7 +140,7 @@ def partitioned_blocks(executor: Any, shards: list[str], doc_order: np.ndarray, 
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     parts = [doc_order[j:j + PARTITION_DOCS] for j in range(0, len(doc_order), PARTITION_DOCS)]
-    r1 = list(executor.map(tokenize_partition, ((shards, idx, tok_path, str(work), p, vocab)
+    r1 = list(executor.map(tokenize_partition, ((shards, idx, tok_path, str(work), p, vocab, pc.encoder)
                                                  for p, idx in enumerate(parts))))
     st = PackStats(seq_len=S, vocab_size=vocab)
     offsets = np.concatenate([[0], np.cumsum([r["tokens"] for r in r1])]).astype(np.int64)

@@ -124,6 +124,17 @@ def _target_sentence(target: dict[str, Any] | None) -> str:
     return f"Stage 1's target unit is not recorded; {lead}."
 
 
+def _encoder_cell(e: dict[str, Any] | None) -> str:
+    """The tokenize engine and its identity check against HF (tokenizer/fast_encode.py)."""
+    if not e:
+        return "HF tokenizers"
+    if e["engine"] != "tiktoken":
+        return f"HF tokenizers ({e['reason']})"
+    c = e["check"]
+    return (f"tiktoken, ids checked against HF on {c['docs_checked']:,} of {c['docs_encoded']:,} documents "
+            f"({c['tokens_checked']:,} tokens, {c['mismatches']} different)")
+
+
 def report_markdown(r: dict[str, Any]) -> str:
     t, e = r["timing"], r["eot"]
     tail = (f"dropped tail: {r['dropped_tail_tokens']:,} tokens ({len(r['tail_docs']['dropped_entirely'])} docs in no "
@@ -145,7 +156,8 @@ def report_markdown(r: dict[str, Any]) -> str:
         f"{r['shards']['max_bytes'] / 2**20:.2f} MiB, limit {r['shards']['max_shard_bytes'] / 2**20:.1f} MiB) |",
         f"| wall / tokenize+pack / shuffle+write | {t['wall_s']} s / {t['pack_s']} s / {t['shuffle_write_s']} s |",
         f"| tokens/s (tokenize+pack) | {t['tokens_per_s']:,} on {t['threads']} threads |",
-        f"| peak RSS | {t['peak_rss_mb']} MiB |", "",
+        f"| peak RSS | {t['peak_rss_mb']} MiB |",
+        f"| encoder | {_encoder_cell(r.get('encoder'))} |", "",
         f"Spans: {r['span_convention']}.", "",
         "## Source shares in our tokens vs the recipe", "",
         _target_sentence(r.get("stage1_target")), "",

@@ -24,6 +24,7 @@ from ..pipeline import MIXED_DEDUP, PACKED, TOKENIZER
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
 from ..stage import InputRef, Manifest, StageRun, read_manifest, require_upstream
+from ..tokenizer.fast_encode import encoder_summary, use_encoder
 from ..tokenizer.io import load_tokenizer
 from .by_source import pack_by_source
 from .config import PackStageConfig
@@ -79,6 +80,7 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
            executor: Any = None) -> Manifest:
     pc, seed, run_dir = cfg.pack, cfg.run.seed, cfg.run.run_dir
     tok = load_tokenizer(run_dir / TOKENIZER / "tokenizer.json", pc.num_threads)
+    use_encoder(tok, pc.encoder)
     docs = MappedArrow(shard_paths(run_dir / DOCS), "stream", columns=["id", "source", "text"])
     doc_order = rng_for(seed, "pack", "documents").permutation(docs.num_rows)
     log.info("%s: %s documents from %s, tokenizer vocab %s, seq_len %s, tail %s", STAGE, f"{docs.num_rows:,}",
@@ -108,6 +110,7 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     report = build_report(stats, pc, recipe_weights(run_dir), samples, wall_s=stage.elapsed(),
                           peak_rss=peak_rss_mb(), threads=pc.num_threads)
     report["stage1_target"] = stage1_target(run_dir)
+    report["encoder"] = encoder_summary(tok)
     report["orders"] = {"doc_order_sha256": order_sha256(doc_order),
                         "block_order_sha256": stats.block_order_sha256}
     extra: dict[str, Any] = {"orders": report["orders"]}

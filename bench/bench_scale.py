@@ -1,0 +1,291 @@
+"""Stages 1-4 at several corpus sizes, with the production settings, and how each stage's cost grows.
+
+    nice -n 10 .venv/bin/python bench/bench_scale.py --sizes 3e6,8e6          # what was run here
+    .venv/bin/python bench/bench_scale.py --sizes 1e7,1e8,1e9                   # the issue's sizes (hours)
+    .venv/bin/python report.py bill scale_8000000 --reports-dir bench/out/scale/8000000/reports \\
+        --data-dir bench/out/scale/8000000/data --scale-fit bench/out/scale/fit.json
+
+**The scale corpus is recombined demo text, not new text.** For a size of N DeepSeek tokens, each of the
+demo corpus's five domains gets ``weight x N x chars/token x slack`` characters of documents built from
+its own raw records (so a source keeps its character: HTML stays HTML, Chinese stays Chinese), seeded:
+
+* *unique* documents: a window of 30-70% of one record's paragraphs, then a window of another record of
+  the same component, with ``--swap`` (8%) of the words (or CJK characters) replaced by words of the
+  same domain: the edits keep two derivations of one record below the dedup threshold most of the time;
+* *exact* duplicates (``--exact``, 2%): a copy of an earlier generated document under a new id;
+* *near* duplicates (``--near``, 3%): a copy of an earlier document with 2% of its words replaced
+  (character 5-gram Jaccard ~0.85, above the 0.8 threshold).
+
+The planted rates are stated; the measured dedup rate is higher because the larger sizes reuse each demo
+record several times (the reuse factor is in the results). The corpus is written in the demo corpus's
+own format into ``bench/out/scale/<N>/cache`` and the stages read it through ``MINIDEEPSEEK_CACHE`` with
+``configs/demo.yaml`` (filters on, tokenizer 150K target with the demo's allow_smaller_vocab, its sample
+ratio, the default dedup), production shard size (64 MiB).
+
+Per stage: wall, CPU-seconds (the stage process and all its children, from rusage), peak RSS of the
+whole process tree (sampled every 0.2 s), bytes written (its artifact), throughput (docs/s, MB/s,
+tokens/s). ``fit.json``: per stage, the exponent of wall / CPU-s / RSS against size (least squares in
+log-log) and a linear RSS fit in the bill's units, read by ``report.py bill --scale-fit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import random
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from minideepseek import pipeline  # noqa: E402
+from minideepseek.bill import STAGES, BillAssumptions, _units, run_facts  # noqa: E402
+from minideepseek.demo_corpus.build import DOMAINS, MANIFEST, build_demo_corpus  # noqa: E402
+
+SCRIPTS = {a: pipeline.stage(a).script for a in STAGES}
+WEIGHTS = {"web_en": 0.40, "code": 0.25, "math": 0.15, "academic": 0.10, "zh": 0.10}  # configs/demo.yaml
+# raw characters per DeepSeek token kept after extraction+filters, measured on the demo run
+# (sampled chars / tokens x raw/extracted), with slack: a shortfall is reported by stage 1 anyway
+RAW_CHARS_PER_TOKEN = {"web_en": 4.3 * 3.0, "code": 3.8 * 1.6, "math": 3.3 * 4.0, "academic": 3.6 * 1.6,
+                       "zh": 1.8 * 2.5}
+_WORD = re.compile(r"[A-Za-z]{3,}|[\u4e00-\u9fff]")
+
+
+def _swap(text: str, rate: float, pool: list[str], rng: random.Random) -> str:
+    def sub(m: re.Match) -> str:
+        if rng.random() >= rate:
+            return m.group(0)
+        w = rng.choice(pool)
+        cjk = "\u4e00" <= m.group(0) <= "\u9fff"
+        return w if (("\u4e00" <= w[0] <= "\u9fff") == cjk) else m.group(0)
+    return _WORD.sub(sub, text)
+
+
+def _window(paras: list[str], rng: random.Random) -> list[str]:
+    n = len(paras)
+    k = max(1, int(n * rng.uniform(0.3, 0.7)))
+    s = rng.randrange(0, n - k + 1)
+    return paras[s:s + k]
+
+
+def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> dict[str, Any]:
+    """The demo corpus recombined to ~``tokens`` DeepSeek tokens (after filters), in its own format."""
+    src = build_demo_corpus()
+    root = out / "cache" / "demo_corpus" / src.root.name
+    if (root / MANIFEST).is_file():
+        return json.loads((root / "scale_stats.json").read_text())
+    shutil.rmtree(out / "cache", ignore_errors=True)
+    root.mkdir(parents=True)
+    manifest = json.loads(json.dumps(src.manifest))
+    stats: dict[str, Any] = {"planted": {"exact": args.exact, "near": args.near, "swap": args.swap}, "domains": {}}
+    for d in DOMAINS:
+        rng = random.Random(f"{args.seed}:{d}:{tokens}")
+        recs = list(src.iter_domain(d))
+        if not recs:
+            continue
+        by_comp: dict[str, list[dict]] = {}
+        for r in recs:
+            by_comp.setdefault(r["component"], []).append(r)
+        pool = [m.group(0) for r in recs[:300] for m in _WORD.finditer(r["raw"][:20_000])] or ["data"]
+        want = WEIGHTS[d] * tokens * RAW_CHARS_PER_TOKEN[d]
+        made: list[dict] = []
+        chars = 0
+        n_exact = n_near = 0
+        path = root / manifest["domains"][d]["file"]
+        with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
+            while chars < want:
+                u = rng.random()
+                if made and u < args.exact:
+                    base = rng.choice(made)
+                    rec, n_exact = {**base}, n_exact + 1
+                elif made and u < args.exact + args.near:
+                    base = rng.choice(made)
+                    rec, n_near = {**base, "raw": _swap(base["raw"], 0.02, pool, rng)}, n_near + 1
+                else:
+                    a = rng.choice(recs)
+                    b = rng.choice(by_comp[a["component"]])
+                    paras = _window(a["raw"].split("\n\n"), rng) + _window(b["raw"].split("\n\n"), rng)
+                    rec = {**a, "raw": _swap("\n\n".join(paras), args.swap, pool, rng)}
+                    if len(made) < 2_000 or rng.random() < 0.05:  # the pool duplicates are drawn from
+                        made.append(rec)
+                i = n_exact + n_near + len(made)
+                rec = {**rec, "doc_key": f"{rec['doc_key']}#s{i}", "url": f"{rec.get('url', '')}#s{i}"}
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                chars += len(rec["raw"])
+                stats["domains"].setdefault(d, {"docs": 0})["docs"] += 1
+        demo_chars = sum(len(r["raw"]) for r in recs)
+        stats["domains"][d].update({"chars": chars, "exact": n_exact, "near": n_near,
+                                    "reuse_factor": round(chars / demo_chars, 2)})
+        manifest["domains"][d].update({"n_docs": stats["domains"][d]["docs"], "n_bytes": chars})
+    manifest["scale_bench"] = stats
+    (root / "scale_stats.json").write_text(json.dumps(stats, indent=1))
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=1))  # last: marks the build complete
+    return stats
+
+
+def _du(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.exists() else 0
+
+
+def run_stage(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, float]:
+    """Run one stage; its wall, CPU-s and the process tree's peak RSS, sampled every 0.2 s.
+
+    CPU-s is the larger of rusage(children) (the stage and the descendants it waited for) and the sum,
+    over every process of the tree seen, of its last sampled user+system time: a multiprocessing
+    forkserver's workers are not our descendants in rusage terms (measured: 15 CPU-s for a 350 s,
+    two-process stage 1), so the sampled sum is what counts there (it misses <= 0.2 s per process)."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    cpu_seen: dict[int, float] = {}
+    with open(log, "w") as fh:
+        p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        proc = psutil.Process(p.pid)
+        peak = 0
+        while p.poll() is None:
+            try:
+                tree = [proc, *proc.children(recursive=True)]
+            except psutil.Error:
+                tree = []
+            rss = 0
+            for x in tree:
+                try:
+                    with x.oneshot():
+                        rss += x.memory_info().rss
+                        ct = x.cpu_times()
+                        cpu_seen[x.pid] = ct.user + ct.system
+                except psutil.Error:
+                    pass
+            peak = max(peak, rss)
+            time.sleep(0.2)
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}); see {log}")
+    rusage_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return {"wall_s": round(wall, 2), "cpu_s": round(max(rusage_cpu, sum(cpu_seen.values())), 2),
+            "cpu_rusage_s": round(rusage_cpu, 2), "cpu_sampled_s": round(sum(cpu_seen.values()), 2),
+            "processes": len(cpu_seen), "peak_rss_tree_mb": round(peak / 2**20, 1)}
+
+
+def measure_size(tokens: float, args: argparse.Namespace) -> dict[str, Any]:
+    out = ROOT / "bench" / "out" / "scale" / str(int(tokens))
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    corpus = build_scale_corpus(out, tokens, args)
+    build_s = time.perf_counter() - t0
+    name = f"scale_{int(tokens)}"
+    env = {**os.environ, "MINIDEEPSEEK_CACHE": str(out / "cache")}
+    sets = ["--set", f"run.name={name}", "--set", f"run.data_dir={out / 'data'}",
+            "--set", f"run.reports_dir={out / 'reports'}", "--set", f"sampler.target_tokens={int(tokens)}",
+            "--set", "pack.max_shard_bytes=67108864"]
+    data, reports = out / "data" / name, out / "reports" / name
+    stages: dict[str, Any] = {}
+    for a in STAGES:
+        before = _du(data / a)
+        m = run_stage([sys.executable, SCRIPTS[a], "--config", args.config, *sets, "--force"], env,
+                      out / f"{a}.log")
+        man = json.loads((data / a / "manifest.json").read_text())
+        m["bytes_written"] = _du(data / a) - before if before == 0 else _du(data / a)
+        m["manifest_peak_rss_mb"] = man.get("peak_rss_mb")
+        stages[a] = m
+        print(f"  {int(tokens):>12,} {a:<12} {json.dumps(m)}", flush=True)
+    f = run_facts(reports, data)
+    units = _units(f, BillAssumptions(), f["ours_tokens"])
+    for a in STAGES:
+        stages[a]["units"] = units[a]
+    mr = json.loads((data / "mixed_raw" / "manifest.json").read_text())["counters"]
+    chars = sum(v["chars"] for v in mr["per_source"].values())
+    thr = {"mixed_raw": (mr["docs"], chars, f["ds_tokens_sampled"]),
+           "mixed_dedup": (f["docs_sampled"], chars, f["ds_tokens_sampled"]),
+           "tokenizer": (None, f["tokenizer_sample_ratio"] * chars * f["dedup_keep"], None),
+           "packed": (None, chars * f["dedup_keep"], f["ours_tokens"])}
+    for a, (docs, ch, tok) in thr.items():
+        w = stages[a]["wall_s"]
+        stages[a]["throughput"] = {"docs_per_s": docs and round(docs / w, 1), "mb_per_s": round(ch / 1e6 / w, 2),
+                                   "tokens_per_s": tok and round(tok / w)}
+    return {"target_tokens": tokens, "corpus": corpus, "corpus_build_s": round(build_s, 1),
+            "sampled_tokens": f["ds_tokens_sampled"], "packed_tokens": f["ours_tokens"],
+            "filter_keep": f["filter_keep"], "dedup_keep": f["dedup_keep"], "stages": stages}
+
+
+def _slope(xs: list[float], ys: list[float]) -> float | None:
+    if len(xs) < 2 or min(xs + ys) <= 0:
+        return None
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    den = sum((x - mx) ** 2 for x in lx)
+    return round(sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / den, 3) if den else None
+
+
+def fit(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Growth exponents per stage against the packed tokens, and RSS = a + b x units (least squares)."""
+    out = {}
+    xs = [r["packed_tokens"] for r in results]
+    for a in STAGES:
+        st = [r["stages"][a] for r in results]
+        u = [s["units"] for s in st]
+        rss = [s["peak_rss_tree_mb"] for s in st]
+        lin = None
+        if len(st) >= 2 and max(u) > min(u):
+            mu, mr = sum(u) / len(u), sum(rss) / len(rss)
+            b = sum((x - mu) * (y - mr) for x, y in zip(u, rss)) / sum((x - mu) ** 2 for x in u)
+            lin = [round(mr - max(b, 0) * mu, 1), max(b, 0)]
+        out[a] = {"wall_exponent": _slope(xs, [s["wall_s"] for s in st]),
+                  "time_exponent": _slope(xs, [s["cpu_s"] for s in st]),
+                  "rss_exponent": _slope(xs, rss), "rss_linear": lin}
+    return out
+
+
+def markdown(results: list[dict[str, Any]], fits: dict[str, Any]) -> str:
+    lines = ["| size (packed tokens) | stage | wall s | CPU s | peak RSS tree MB | written MB | docs/s | MB/s | tokens/s |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        for a in STAGES:
+            s, t = r["stages"][a], r["stages"][a]["throughput"]
+            lines.append(f"| {r['packed_tokens']:,.0f} | {SCRIPTS[a]} | {s['wall_s']} | {s['cpu_s']} | "
+                         f"{s['peak_rss_tree_mb']} | {s['bytes_written'] / 2**20:,.1f} | {t['docs_per_s'] or ''} | "
+                         f"{t['mb_per_s']} | {t['tokens_per_s'] or ''} |")
+    lines += ["", "| stage | wall exponent | CPU-s exponent | RSS exponent |", "|---|---:|---:|---:|"]
+    for a in STAGES:
+        f = fits[a]
+        lines.append(f"| {SCRIPTS[a]} | {f['wall_exponent']} | {f['time_exponent']} | {f['rss_exponent']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="3e6,8e6", help="DeepSeek tokens per run, comma-separated")
+    p.add_argument("--config", default="configs/demo.yaml")
+    p.add_argument("--exact", type=float, default=0.02)
+    p.add_argument("--near", type=float, default=0.03)
+    p.add_argument("--swap", type=float, default=0.08)
+    p.add_argument("--seed", type=int, default=20)
+    args = p.parse_args()
+    out = ROOT / "bench" / "out" / "scale"
+    old = out / "results.json"  # sizes measured by an earlier call are kept (one size per call is fine)
+    results = [r for r in json.loads(old.read_text())] if old.is_file() else []
+    for n in [float(x) for x in args.sizes.split(",")]:
+        results = sorted([r for r in results if r["target_tokens"] != n] + [measure_size(n, args)],
+                         key=lambda r: r["target_tokens"])
+        fits = fit(results)
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+        (out / "fit.json").write_text(json.dumps({"sizes": [r["target_tokens"] for r in results], "fit": fits}, indent=1))
+        (out / "results.md").write_text(markdown(results, fits))
+    print((out / "results.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
