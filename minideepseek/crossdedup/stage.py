@@ -36,6 +36,8 @@ from ..records import DOC_FEATURES, base_id
 from ..runconfig import stage_config_hash
 from ..stage import InputRef, StageRun, require_upstream, write_json_atomic, write_text_atomic
 from .config import DedupStageConfig
+from .granular import Granular
+from .granular_report import granular_markdown
 from .keep import greedy_keep, transitive_keep
 from .near import NearDedup
 from .ray_near import RayNearDedup
@@ -74,6 +76,9 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     if unknown:
         raise ConfigError(f"dedup.source_priority names {unknown}, not sources of the recipe {[n for n, _ in recipe]}")
     priority = {name: i for i, name in enumerate(order)}
+    # URL / line / paragraph / substring dedup (granular.py): the rest of the stage reads the rewritten texts
+    gran = Granular(cfg, up, src_dir, tmp)
+    src_dir = gran.prepare()
 
     meta = read_columns(src_dir, ["id", "source", "n_chars", "n_tokens", "hash", "audit_trace"])
     ids: list[str] = meta["id"]
@@ -88,14 +93,14 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     laps = Laps(STAGE, log)  # every phase's time goes to the log and the report (wall = the whole stage)
     is_copy = np.array(["#e" in i for i in ids], dtype=bool)
     index_of = {doc_id: i for i, doc_id in enumerate(ids)}
-    removed: dict[int, dict[str, Any]] = {}  # doc index -> why
+    removed: dict[int, dict[str, Any]] = dict(gran.removed)  # doc index -> why
 
     # 1. exact duplicates
     exact_groups = 0
     if dc.exact:
         groups: dict[str, list[int]] = {}
         for i in range(n):
-            if not is_copy[i]:
+            if not is_copy[i] and i not in removed:
                 groups.setdefault(hashes[i], []).append(i)
         for members in groups.values():
             if len(members) < 2:
@@ -105,7 +110,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
             for i in members:
                 if i != keep:
                     removed[i] = {"reason": "exact", "kept": ids[keep], "kept_source": srcs[keep], "jaccard": 1.0}
-    n_exact = len(removed)
+    n_exact = len(removed) - len(gran.removed)
     laps.lap("read + exact")
 
     # 2. near duplicates among the survivors
@@ -165,8 +170,10 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
         if near_info["residual"]["verified_edges_between_kept"]:
             raise AssertionError(f"keep policy left {near_info['residual']['verified_edges_between_kept']} verified "
                                  f"near-duplicate edge(s) between kept documents (a bug: please report it)")
-    n_near = len(removed) - n_exact
+    n_near = len(removed) - n_exact - len(gran.removed)
     laps.lap("near (signatures, candidates, verification)")
+    gran.against(removed, hashes, nd if dc.near else None)  # dedup.against: earlier runs' indexes
+    laps.lap("against earlier runs")
 
     # 3. decontamination of what is left
     hits_all = []
@@ -229,7 +236,9 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     mix = post_dedup_mix(recipe, srcs, n_tokens, n_chars, kept_mask)
     report = build_dedup_report(cfg, ids, srcs, n_chars, removed, near_info, exact_groups, mix,
                                 nd if dc.near else None, stage.elapsed(), components, index_of)
+    report["granular"] = gran.finish(tmp, removed, hashes, n_chars)
     laps.lap("report (sampled pairs, S-curve check)")
+    gran.close()
     if dc.near:
         nd.close()  # the Ray engine's work files live in tmp: gone before the commit lists the outputs
     contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
@@ -245,7 +254,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     write_json_atomic(tmp / "data_profile.json", profile)
     write_text_atomic(tmp / "data_profile.md", profile_markdown(profile))
     write_json_atomic(tmp / "dedup_report.json", report)
-    write_text_atomic(tmp / "dedup_report.md", dedup_markdown(report))
+    write_text_atomic(tmp / "dedup_report.md", dedup_markdown(report) + granular_markdown(report))
     write_json_atomic(tmp / "contamination_report.json", contamination)
     write_text_atomic(tmp / "contamination_report.md", contamination_markdown(contamination))
     counters = {"docs_in": n, "docs_out": int(kept_mask.sum()), "exact_removed": n_exact, "near_removed": n_near,
