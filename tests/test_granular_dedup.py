@@ -149,9 +149,16 @@ def test_short_repeat_is_kept_and_engines_agree():
     if have_pydivsufsort():
         ref = find_repeats(list(enumerate(docs)), 50, engine="pydivsufsort")
         assert ref.cut == res.cut and ref.tokens_removed == res.tokens_removed
+    # cross_doc_only: a repeat inside one document stays, a repeat of another document's span goes
+    docs[7] += " " + docs[7][:400] + " " + span
+    both = find_repeats(list(enumerate(docs)), 50, engine="numpy")
+    cross = find_repeats(list(enumerate(docs)), 50, engine="numpy", cross_doc_only=True)
+    assert 7 in both.cut and 7 in cross.cut and 15 in cross.cut
+    assert sum(b - a for a, b in cross.cut[7]) < sum(b - a for a, b in both.cut[7])
+    assert docs[7][:400] in cut_text(docs[7], cross.cut[7])[400:]  # its own repeated block is kept
     # max_tokens bounds memory by chunks of whole documents: a repeat across two chunks is not seen (documented)
     small = find_repeats(list(enumerate(docs)), 50, engine="numpy", max_tokens=2000)
-    assert small.chunks > 1 and not small.cut
+    assert small.chunks > 1 and 15 not in small.cut and 4 not in small.cut
 
 
 def test_pydivsufsort_engine_matches_brute_force():

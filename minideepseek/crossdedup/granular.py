@@ -145,10 +145,10 @@ class Granular:
             for i, k in sorted(dups.items()):
                 self.removed[i] = {"reason": "url", "kept": self.ids[k], "kept_source": self.srcs[k],
                                    "url": urls[i], "kept_url": urls[k], "normalized": norm[i]}
-            twins = [i for i in sorted(dups) if norm[i] != urls[i].strip()]
+            twins = [i for i in sorted(dups) if self._rule_hit(urls[i]) or self._rule_hit(urls[dups[i]])]
             self.rep["url"] = {"sources": sorted(srcs_ok), "removed": len(dups),
                                "per_source": dict(sorted(Counter(self.srcs[i] for i in dups).items())),
-                               "by_origin_rule": sum(1 for i in dups if self._rule_hit(urls[i])),
+                               "by_origin_rule": len(twins),
                                "examples": [{"removed": self.ids[i], "url": urls[i], "kept": self.ids[dups[i]],
                                              "kept_url": urls[dups[i]]} for i in (twins or sorted(dups))[:dc.urls.examples]]}
         self._perf("url", n, int(chars.sum()))
@@ -166,7 +166,8 @@ class Granular:
         texts: dict[int, str] = {}
 
         # 2. lines, pass 1: counts per bucket (and the paragraph count that sizes the Bloom filter)
-        counter = LineCounter(len(live), dc.lines.bucket_docs, dc.lines.max_repeats, dc.lines.min_line_chars, seed)
+        counter = LineCounter(len(live), dc.lines.bucket_docs, dc.lines.max_repeats, dc.lines.min_line_chars, seed,
+                              dc.lines.code_aware)
         para = ParagraphDedup(0, dc.paragraphs.min_chars, dc.paragraphs.false_positive_rate, dc.paragraphs.exact)
         n_para = 0
         if line_srcs or para_srcs:
@@ -255,7 +256,7 @@ class Granular:
             docs = [i for i in live if i not in self.removed and self.srcs[i] in sub_srcs]
             sc = dc.substrings
             cur = ((i, texts[i] if i in texts else ds[i]["text"]) for i in docs)
-            res = find_repeats(list(cur), sc.min_tokens, sc.engine, sc.max_tokens, sc.examples, self.ids)
+            res = find_repeats(list(cur), sc.min_tokens, sc.engine, sc.max_tokens, sc.examples, self.ids, sc.cross_doc_only)
             st_sub: dict[str, Counter] = {}
             for i, iv in sorted(res.cut.items()):
                 text = texts[i] if i in texts else ds[i]["text"]
@@ -269,6 +270,7 @@ class Granular:
                 if self._drop_short(i, new, sc.min_doc_chars, "substrings"):
                     st["docs_dropped_too_short"] += 1
             self.rep["substrings"] = {"sources": sorted(sub_srcs), "min_tokens": sc.min_tokens, "engine": res.engine,
+                                      "cross_doc_only": sc.cross_doc_only,
                                       "chunks": res.chunks, "tokens_in": res.tokens_in, "tokens_removed": res.tokens_removed,
                                       "spans_removed": res.spans,
                                       "per_source": {k: dict(v) for k, v in sorted(st_sub.items())},

@@ -69,7 +69,9 @@ class LineDedupConfig:
     bucket_docs: int = 500
     max_repeats: int = 6  # a line in more than this many documents of its bucket is removed everywhere
     min_line_chars: int = 1  # normalized lines shorter than this are never counted (blank lines never are)
-    min_doc_chars: int = 20  # a document shorter than this after removal is dropped
+    code_aware: bool = True  # never count lines of code inside prose: `}`, `[0]`, `>>> ...`, fences (lines.py)
+    # a document shorter than this after removal is dropped; 10, not stage 1's 20: a proverb is 10 CJK characters
+    min_doc_chars: int = 10
     top_lines: int = 20
 
     def __post_init__(self) -> None:
@@ -88,7 +90,7 @@ class ParagraphDedupConfig:
     min_chars: int = 40
     false_positive_rate: float = 1e-9  # of the Bloom filter (sized from the count of paragraphs)
     exact: bool = False  # an exact hash set instead (no false positives; 16 bytes per distinct paragraph)
-    min_doc_chars: int = 20
+    min_doc_chars: int = 10
 
     def __post_init__(self) -> None:
         require(0.0 < self.false_positive_rate < 0.1, "dedup.paragraphs.false_positive_rate must be in (0, 0.1), e.g. 1e-9")
@@ -108,7 +110,11 @@ class SubstringDedupConfig:
     # at most this many tokens at a time; repeats across two such chunks are not seen
     max_tokens: int = 20_000_000
     engine: str = "auto"  # "pydivsufsort" (PyPI, pinned), "numpy" (prefix doubling), "auto": the first available
-    min_doc_chars: int = 20
+    # only spans whose first occurrence is in another document: a file that repeats a 50-token block of its
+    # own (overloads, similar methods) keeps it, since cutting code inside one file breaks it; licence
+    # headers and quoted docstrings are repeats across documents. false: Lee et al.'s rule (any repeat).
+    cross_doc_only: bool = True
+    min_doc_chars: int = 10
     examples: int = 10
 
     def __post_init__(self) -> None:

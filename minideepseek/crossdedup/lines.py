@@ -9,7 +9,10 @@ short line ("Thank you.") from being flagged only because the pool is huge: the 
 share of a bucket (k / N), not a global count.
 
 Line normalization (CCNet's): NFKC, casefold, digits -> 0, whitespace collapsed; blank lines and
-lines shorter than ``min_line_chars`` are never counted or removed.
+lines shorter than ``min_line_chars`` are never counted or removed. ``code_aware`` (default) also
+leaves alone the lines of code inside prose documents (:func:`is_code_line`: no letter at all, such as
+``}`` or ``[0]``, or a ``>>>`` / ``...`` prompt or a code fence), which a docs corpus repeats
+because they are code, not because they are template.
 
 Memory: pass 1 keeps one (bucket, 64-bit hash) pair per distinct line per document (16 bytes);
 at scale a bucket at a time would be counted (not needed at the demo's size).
@@ -25,6 +28,15 @@ import numpy as np
 import xxhash
 
 _DIGITS = re.compile(r"\d")
+_LETTER = re.compile(r"[^\W\d_]")
+# code-aware: lines inside documents that are code, not prose -- REPL/doctest prompts, fences
+_CODE_LINE = re.compile(r"^(>>>|\.\.\.|```|\$ |in \[0*\]:)")
+
+
+def is_code_line(norm: str) -> bool:
+    """A normalized line that is code or markup structure, never boilerplate: no letter at all
+    (``}``, ``@``, ``[0]``, ``0.0``, a rule of dashes) or a REPL/doctest prompt or a code fence."""
+    return _LETTER.search(norm) is None or _CODE_LINE.match(norm) is not None
 
 
 def normalize_line(line: str) -> str:
@@ -42,7 +54,9 @@ def bucket_of(doc_id: str, seed: int, n_buckets: int) -> int:
 class LineCounter:
     """Pass 1: per bucket, how many documents contain each normalized line."""
 
-    def __init__(self, n_docs: int, bucket_docs: int, max_repeats: int, min_line_chars: int, seed: int) -> None:
+    def __init__(self, n_docs: int, bucket_docs: int, max_repeats: int, min_line_chars: int, seed: int,
+                 code_aware: bool = False) -> None:
+        self.code_aware = code_aware
         self.n_buckets = max(1, -(-n_docs // bucket_docs))
         self.k = max_repeats
         self.min_chars = min_line_chars
@@ -52,11 +66,14 @@ class LineCounter:
         self.boiler: dict[int, set[int]] = {}
         self.bucket_sizes: Counter = Counter()
 
+    def _counts(self, norm: str) -> bool:
+        return len(norm) >= self.min_chars and not (self.code_aware and is_code_line(norm))
+
     def doc_hashes(self, text: str) -> list[int]:
         out = set()
         for line in text.split("\n"):
             n = normalize_line(line)
-            if len(n) >= self.min_chars:
+            if self._counts(n):
                 out.add(line_hash(n))
         return sorted(out)
 
@@ -90,7 +107,7 @@ class LineCounter:
         kept, gone = [], []
         for line in text.split("\n"):
             n = normalize_line(line)
-            if len(n) >= self.min_chars and line_hash(n) in boiler:
+            if self._counts(n) and line_hash(n) in boiler:
                 gone.append(n)
             else:
                 kept.append(line)

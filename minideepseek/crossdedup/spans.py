@@ -46,16 +46,19 @@ class BloomFilter:
             return (lo[:, None] + i[None, :] * hi[:, None]) % np.uint64(self.m)
 
     def check_and_add(self, hashes: list[int]) -> np.ndarray:
-        """For each hash in order: was it (probably) in the filter before? Then add it."""
+        """For each hash in order: was it (probably) in the filter before? Then add it. One vectorized
+        lookup for the batch; a repeat inside the batch counts as seen from its second occurrence."""
         if not hashes:
             return np.zeros(0, dtype=bool)
         pos = self._positions(hashes)
-        seen = np.empty(len(hashes), dtype=bool)
-        for r in range(len(hashes)):  # in order: a repeat inside one document is a repeat too
-            p = pos[r]
-            byte, bit = p >> np.uint64(3), (p & np.uint64(7)).astype(np.uint8)
-            seen[r] = bool(np.all(self.bits[byte] & (np.uint8(1) << bit)))
-            np.bitwise_or.at(self.bits, byte, np.uint8(1) << bit)
+        byte, bit = pos >> np.uint64(3), (np.uint8(1) << (pos & np.uint64(7)).astype(np.uint8))
+        seen = np.all(self.bits[byte] & bit, axis=1)
+        first: set[int] = set()
+        for r, h in enumerate(hashes):
+            if h in first:
+                seen[r] = True
+            first.add(h)
+        np.bitwise_or.at(self.bits, byte.ravel(), bit.ravel())
         return seen
 
     def expected_fp_rate(self, n_added: int) -> float:

@@ -101,7 +101,7 @@ class SubstringResult:
 
 
 def find_repeats(docs: list[tuple[int, str]], L: int, engine: str = "auto", max_tokens: int = 20_000_000,
-                 n_examples: int = 10, ids: list[str] | None = None) -> SubstringResult:
+                 n_examples: int = 10, ids: list[str] | None = None, cross_doc_only: bool = False) -> SubstringResult:
     """Char intervals to cut from each document (index, text), documents in run order."""
     use = ("pydivsufsort" if have_pydivsufsort() else "numpy") if engine == "auto" else engine
     res = SubstringResult(engine=use)
@@ -110,17 +110,17 @@ def find_repeats(docs: list[tuple[int, str]], L: int, engine: str = "auto", max_
     for doc, text in docs:
         spans = [m.span() for m in _TOKEN.finditer(text)]
         if chunk and total + len(spans) + 1 > max_tokens:
-            _run_chunk(chunk, L, use, res, n_examples, ids)
+            _run_chunk(chunk, L, use, res, n_examples, ids, cross_doc_only)
             chunk, total = [], 0
         chunk.append((doc, text, spans))
         total += len(spans) + 1
     if chunk:
-        _run_chunk(chunk, L, use, res, n_examples, ids)
+        _run_chunk(chunk, L, use, res, n_examples, ids, cross_doc_only)
     return res
 
 
 def _run_chunk(chunk: list[tuple[int, str, list[tuple[int, int]]]], L: int, engine: str, res: SubstringResult,
-               n_examples: int, ids: list[str] | None) -> None:
+               n_examples: int, ids: list[str] | None, cross_doc_only: bool) -> None:
     res.chunks += 1
     vocab: dict[str, int] = {}
     parts, owner, starts = [], [], []
@@ -146,12 +146,15 @@ def _run_chunk(chunk: list[tuple[int, str, list[tuple[int, int]]]], L: int, engi
     first[1:] = cls[1:] != cls[:-1]
     keep_of = pos[np.maximum.accumulate(np.where(first, np.arange(len(pos)), 0))]
     drop, src = pos[~first], keep_of[~first]
+    doc_starts = np.array(starts, dtype=np.int64)
+    if cross_doc_only:  # a repeat whose first occurrence is in the same document stays
+        other = np.searchsorted(doc_starts, drop, side="right") != np.searchsorted(doc_starts, src, side="right")
+        drop, src = drop[other], src[other]
     diff = np.zeros(len(toks) + 1, dtype=np.int64)
     np.add.at(diff, drop, 1)
     np.add.at(diff, drop + L, -1)
     covered = np.cumsum(diff[:-1]) > 0
     kept_at = dict(zip(drop.tolist(), src.tolist()))
-    doc_starts = np.array(starts, dtype=np.int64)
     # maximal covered runs -> per document char intervals
     edges = np.flatnonzero(np.diff(np.concatenate(([0], covered.astype(np.int8), [0]))))
     for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist()):
