@@ -1,19 +1,23 @@
-"""Stage 2's finer-grained dedup steps around exact + MinHash (seed 003 §四.6-7), in this order:
+"""Stage 2's finer-grained dedup steps around exact + MinHash (seed 003 §四.6-7). The order:
 
 1. ``url``: exact dedup on the normalized URL / origin (:mod:`.urls`), before any content dedup;
-2. ``lines``: boilerplate lines counted in seeded buckets of documents (:mod:`.lines`);
-3. ``paragraphs``: repeated paragraphs after their first occurrence (:mod:`.spans`, Bloom filter);
-4. ``substrings``: repeated >= 50-token spans via a suffix array (:mod:`.substrings`);
-then the stage's exact and MinHash near dedup run on the rewritten texts, then ``against``: near
-dedup against earlier runs' indexes (:mod:`.index`), then decontamination. After the stage has
-written its survivors, the run's own index is saved beside them.
+2. the stage's ``exact`` and ``near`` (MinHash) document dedup, then ``against``: near dedup against
+   earlier runs' indexes (:mod:`.index`) -- whole documents, each removal with its kept twin;
+3. on the survivors, text cleaning (the seed: MinHash keeps one of two pages, "but the survivor still
+   carries the navigation bar"): ``lines`` (boilerplate lines counted in seeded buckets,
+   :mod:`.lines`), ``paragraphs`` (repeats after their first occurrence, Bloom filter, :mod:`.spans`),
+   ``substrings`` (repeated >= 50-token spans via a suffix array, :mod:`.substrings`);
+4. decontamination, on the cleaned texts. After the stage has written its survivors, the run's own
+   index is saved beside them (signatures of the texts as they entered near dedup).
 
-Steps 2-4 rewrite texts: the stage then reads a rewritten copy of ``mixed_raw`` (same rows in the
-same order; text, n_chars, hash and n_tokens updated) from a work directory inside the stage's
-temporary directory, deleted before the commit. A document left shorter than the step's
-``min_doc_chars`` is dropped (``too_short_after_<step>``). Upsampled copies (``#eK``) are neither
-counted nor deduplicated against their original: they take their original's rewritten text.
-"Run order" (first occurrence wins) is the input order of ``mixed_raw``.
+Cleaning after document dedup keeps exact and near dedup's meaning (a copy is removed as a copy, with
+its kept partner named, not whittled down paragraph by paragraph into a fragment that no longer looks
+like its twin). The cleaned texts go to a rewritten copy of ``mixed_raw`` (same rows, same order;
+text, n_chars, hash and n_tokens updated) in a work directory inside the stage's temporary directory,
+deleted before the commit. A document left shorter than the step's ``min_doc_chars`` is dropped
+(``too_short_after_<step>``). Upsampled copies (``#eK``) are neither counted nor cleaned on their own:
+they take their original's cleaned text. "Run order" (first occurrence wins) is the input order of
+``mixed_raw``.
 
 Every step's documents and characters in/out per source form the report's funnel; wall time and
 peak RSS of every step are measured in-process (RSS sampled every 10 ms).
@@ -47,8 +51,10 @@ from .substrings import cut_text, find_repeats
 
 log = logging.getLogger(__name__)
 
-STEPS = ("url", "lines", "paragraphs", "substrings")
-LATER = ("exact", "near", "against", "contamination", "copy_of_removed")
+# the funnel's order: whole documents first (URL, then the stage's exact and near, then earlier runs),
+# then the survivors' texts are cleaned (lines, paragraphs, substrings), then decontamination
+ORDER = ("url", "exact", "near", "against", "lines", "paragraphs", "substrings", "contamination", "copy_of_removed")
+REWRITE = ("lines", "paragraphs", "substrings")
 
 
 class RssPeak:
@@ -86,7 +92,7 @@ class Granular:
         order = list(self.dc.source_priority) or list(self.recipe)
         self.priority = {name: i for i, name in enumerate(order)}
         self.removed: dict[int, dict[str, Any]] = {}
-        self.rep: dict[str, Any] = {"order": [*STEPS, *LATER]}
+        self.rep: dict[str, Any] = {"order": list(ORDER)}
         self.perf: dict[str, dict[str, Any]] = {}
         self.rss = RssPeak()
         self.snap: dict[str, np.ndarray] = {}  # step -> chars per doc after it (-1: removed)
@@ -107,10 +113,12 @@ class Granular:
                            "mb_per_s": round(chars / 1e6 / wall, 2) if wall > 0 else None, "peak_rss_mb": peak}
         self._t = time.perf_counter()
 
-    def _snapshot(self, step: str, chars: np.ndarray) -> None:
-        upto = {"url", *(f"too_short_after_{x}" for x in STEPS[1:STEPS.index(step) + 1])}
-        s = chars.copy()
-        s[[i for i, r in self.removed.items() if r["reason"] in upto]] = -1
+    def _snapshot(self, step: str, chars: np.ndarray, removed: dict[int, dict[str, Any]]) -> None:
+        upto = set()
+        for x in ORDER[:ORDER.index(step) + 1]:
+            upto |= {x, f"too_short_after_{x}"}
+        s = np.asarray(chars, dtype=np.int64).copy()
+        s[[i for i, r in removed.items() if r["reason"] in upto]] = -1
         for i in np.flatnonzero(self.is_copy).tolist():  # copies follow their original
             o = self.orig.get(i)
             s[i] = s[o] if o is not None else s[i]
@@ -118,13 +126,13 @@ class Granular:
 
     def _drop_short(self, i: int, text: str, min_chars: int, step: str) -> bool:
         if len(text.strip()) < min_chars:
-            self.removed[i] = {"reason": f"too_short_after_{step}", "n_chars_left": len(text.strip())}
+            self.dropped[i] = self.removed_all[i] = {"reason": f"too_short_after_{step}", "n_chars_left": len(text.strip())}
             return True
         return False
 
-    # ---- steps 1-4, before the stage reads its metadata
-    def prepare(self) -> Path:
-        dc, seed = self.dc, self.cfg.run.seed
+    # ---- step url, before the stage reads its metadata
+    def prepare(self) -> None:
+        dc = self.dc
         meta = read_columns(self.src_dir, ["id", "source", "url", "n_chars"])
         self.ids, self.srcs, urls, self.n_chars0 = meta["id"], meta["source"], meta["url"], meta["n_chars"]
         n = len(self.ids)
@@ -152,16 +160,31 @@ class Granular:
                                "examples": [{"removed": self.ids[i], "url": urls[i], "kept": self.ids[dups[i]],
                                              "kept_url": urls[dups[i]]} for i in (twins or sorted(dups))[:dc.urls.examples]]}
         self._perf("url", n, int(chars.sum()))
-        self._snapshot("url", chars)
+        self._snapshot("url", chars, self.removed)
+        self.rss.mark()
+        self._t = time.perf_counter()
+
+    # ---- steps lines, paragraphs, substrings: on the documents that survived exact/near/against
+    def rewrite(self, removed: dict[int, dict[str, Any]], n_chars: list[int], n_tokens: list[int],
+                hashes: list[str]) -> Path:
+        """Clean the survivors' texts; documents left too short join `removed`; the metadata lists are
+        updated in place; returns the dataset the stage reads from here on (decontamination, writing)."""
+        dc, seed, n = self.dc, self.cfg.run.seed, len(self.ids)
+        chars = np.array(n_chars, dtype=np.int64)
+        for step in ("exact", "near", "against"):
+            self._snapshot(step, chars, removed)
+        self.removed_all, self.dropped = removed, {}
+        self.rss.mark()
+        self._t = time.perf_counter()
         if not (dc.lines.enabled or dc.paragraphs.enabled or dc.substrings.enabled):
-            for s in STEPS[1:]:
-                self.snap[s] = self.snap["url"]
+            for step in REWRITE:
+                self._snapshot(step, chars, removed)
             return self.src_dir
 
         line_srcs = step_sources(dc.lines, self.recipe) if dc.lines.enabled else set()
         para_srcs = step_sources(dc.paragraphs, self.recipe) if dc.paragraphs.enabled else set()
         sub_srcs = step_sources(dc.substrings, self.recipe) if dc.substrings.enabled else set()
-        live = [i for i in range(n) if not self.is_copy[i] and i not in self.removed]
+        live = [i for i in range(n) if not self.is_copy[i] and i not in removed]
         live_set = set(live)
         texts: dict[int, str] = {}
 
@@ -232,11 +255,11 @@ class Granular:
                                    "mb_per_s": round(int(chars.sum()) / 1e6 / (total_wall - t_lines), 2),
                                    "peak_rss_mb": peak, "note": "includes the line-counting pass (shared stream)"}
         self._t = time.perf_counter()
-        self._snapshot("lines", after_lines)
+        self._snapshot("lines", after_lines, removed)
         after_para = after_lines.copy()
         for i, t in texts.items():
             after_para[i] = len(t)
-        self._snapshot("paragraphs", after_para)
+        self._snapshot("paragraphs", after_para, removed)
         if line_srcs:
             self.rep["lines"] = {"sources": sorted(line_srcs), "buckets": counter.n_buckets,
                                  "bucket_docs": dc.lines.bucket_docs, "max_repeats": dc.lines.max_repeats,
@@ -253,7 +276,7 @@ class Granular:
         after_sub = after_para.copy()
         if sub_srcs:
             ds = datasets.load_from_disk(str(self.src_dir))
-            docs = [i for i in live if i not in self.removed and self.srcs[i] in sub_srcs]
+            docs = [i for i in live if i not in removed and self.srcs[i] in sub_srcs]
             sc = dc.substrings
             cur = ((i, texts[i] if i in texts else ds[i]["text"]) for i in docs)
             res = find_repeats(list(cur), sc.min_tokens, sc.engine, sc.max_tokens, sc.examples, self.ids, sc.cross_doc_only)
@@ -274,12 +297,17 @@ class Granular:
                                       "chunks": res.chunks, "tokens_in": res.tokens_in, "tokens_removed": res.tokens_removed,
                                       "spans_removed": res.spans,
                                       "per_source": {k: dict(v) for k, v in sorted(st_sub.items())},
-                                      "examples": res.examples}
+                                      # spans quoted across sources first (docstrings in docs pages), then the rest
+                                      "examples": sorted(res.examples, key=lambda x: str(x["doc"]).split("/")[0]
+                                                         == str(x["first_in"]).split("/")[0])[:sc.examples]}
             self._perf("substrings", len(docs), int(sum(self.n_chars0[i] for i in docs)))
-        self._snapshot("substrings", after_sub)
+        self._snapshot("substrings", after_sub, removed)
 
-        # the rewritten copy of mixed_raw the stage reads from here on
+        # the rewritten copy of mixed_raw the stage reads from here on; its metadata, in place
         self.out_dir = self._write(texts)
+        if self.out_dir != self.src_dir:
+            meta = read_columns(self.out_dir, ["n_chars", "n_tokens", "hash"])
+            n_chars[:], n_tokens[:], hashes[:] = meta["n_chars"], meta["n_tokens"], meta["hash"]
         self.rss.mark()
         self._t = time.perf_counter()
         return self.out_dir
@@ -382,22 +410,19 @@ class Granular:
         return self.rep
 
     def _funnel(self, removed: dict[int, dict[str, Any]], n_chars: list[int]) -> list[dict[str, Any]]:
-        final = np.array(n_chars, dtype=np.int64)
-        snaps = dict(self.snap)
-        gone: set[int] = {i for i, r in removed.items() if r["reason"] in ("url",) or r["reason"].startswith("too_short")}
-        for step in LATER:
-            gone |= {i for i, r in removed.items() if r["reason"] == step}
-            s = final.copy()
-            s[list(gone)] = -1
-            snaps[step] = s
+        for step in ("contamination", "copy_of_removed"):
+            self._snapshot(step, np.array(n_chars, dtype=np.int64), removed)
+        for step in ORDER:  # a step that did not run changes nothing
+            if step not in self.snap:
+                self.snap[step] = self.snap[ORDER[ORDER.index(step) - 1]] if step != "url" else self.snap["input"]
         rows = []
-        order = ["input", *STEPS, *LATER]
+        order = ["input", *ORDER]
         names = sorted(set(self.srcs), key=lambda x: self.priority.get(x, len(self.priority)))
         srcs = np.array(self.srcs)
         for a, b in zip(order, order[1:]):
             for s in [*names, "all"]:
                 m = np.ones(len(srcs), dtype=bool) if s == "all" else srcs == s
-                x, y = snaps[a][m], snaps[b][m]
+                x, y = self.snap[a][m], self.snap[b][m]
                 rows.append({"step": b, "source": s, "docs_in": int((x >= 0).sum()), "docs_out": int((y >= 0).sum()),
                              "chars_in": int(x[x >= 0].sum()), "chars_out": int(y[y >= 0].sum())})
         return rows

@@ -76,9 +76,8 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     if unknown:
         raise ConfigError(f"dedup.source_priority names {unknown}, not sources of the recipe {[n for n, _ in recipe]}")
     priority = {name: i for i, name in enumerate(order)}
-    # URL / line / paragraph / substring dedup (granular.py): the rest of the stage reads the rewritten texts
-    gran = Granular(cfg, up, src_dir, tmp)
-    src_dir = gran.prepare()
+    gran = Granular(cfg, up, src_dir, tmp)  # URL/origin dedup now; lines, paragraphs, substrings after `near`
+    gran.prepare()
 
     meta = read_columns(src_dir, ["id", "source", "n_chars", "n_tokens", "hash", "audit_trace"])
     ids: list[str] = meta["id"]
@@ -174,6 +173,8 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     laps.lap("near (signatures, candidates, verification)")
     gran.against(removed, hashes, nd if dc.near else None)  # dedup.against: earlier runs' indexes
     laps.lap("against earlier runs")
+    src_dir = gran.rewrite(removed, n_chars, n_tokens, hashes)  # survivors' texts cleaned; read from here on
+    laps.lap("lines, paragraphs, substrings")
 
     # 3. decontamination of what is left
     hits_all = []

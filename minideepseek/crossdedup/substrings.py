@@ -165,7 +165,7 @@ def _run_chunk(chunk: list[tuple[int, str, list[tuple[int, int]]]], L: int, engi
         res.cut.setdefault(doc, []).append((ca, cb))
         res.spans += 1
         res.tokens_removed += b - a
-        if len(res.examples) < n_examples:
+        if len(res.examples) < 20 * n_examples:  # the caller picks n (e.g. cross-source ones first)
             q = kept_at.get(a)
             kk = int(np.searchsorted(doc_starts, q, side="right") - 1) if q is not None else None
             res.examples.append({"doc": ids[doc] if ids else doc, "tokens": b - a, "chars": cb - ca,
