@@ -27,6 +27,7 @@ from ..dedup import band_keys, estimated_jaccard, exact_jaccard, shingle_hashes
 from .config import DedupConfig
 
 INDEX_DIR = "dedup_index"
+INDEX_FILES = tuple(f"{INDEX_DIR}/{n}" for n in ("band_keys.npy", "signatures.npy", "ids.txt", "hashes.txt", "index.json"))
 MAX_BUCKET = 64  # candidates per (document, band) from one index bucket: a giant bucket costs O(64)
 
 
@@ -134,3 +135,18 @@ def against_prior(prior: list[PriorIndex], dc: DedupConfig, b: int, r: int, docs
                               "jaccard": round(j, 4), "index": str(idx.dir)}
                 stats["near_matches"] += 1
     return removed, stats
+
+
+def filter_index(src: Path, dst: Path, drop: set[str]) -> int:
+    """Copy an index without the documents in `drop` (a deletion request: withdraw.py); rows keep the
+    order of the filtered ``mixed_dedup``. Returns the number of rows dropped."""
+    if not (src / "index.json").is_file():
+        return 0
+    meta = json.loads((src / "index.json").read_text(encoding="utf-8"))
+    ids = (src / "ids.txt").read_text(encoding="utf-8").splitlines()
+    hashes = (src / "hashes.txt").read_text(encoding="utf-8").splitlines()
+    keep = np.array([i not in drop for i in ids], dtype=bool)
+    sigs = np.load(src / "signatures.npy")[keep]
+    params = {k: v for k, v in meta.items() if k != "docs"}
+    save_index(dst, [i for i, k in zip(ids, keep) if k], [h for h, k in zip(hashes, keep) if k], sigs, params)
+    return int((~keep).sum())

@@ -50,7 +50,7 @@ ARTIFACT = "mixed_dedup"
 UPSTREAM = "mixed_raw"
 REPORTS = ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md",
            "data_profile.json", "data_profile.md")
-SCHEMA_VERSION = 2  # 2: + data_profile (length / language / code / math per source)
+SCHEMA_VERSION = 3  # 2: + data_profile (per source); 3: + url/lines/paragraphs/substrings, dedup_index
 
 
 def run_dedup(cfg: DedupStageConfig, upstream_config_hash: str, config_path: str, force: bool = False,

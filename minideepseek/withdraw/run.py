@@ -28,6 +28,7 @@ import numpy as np
 
 from ..arrow_io import iter_dataset_rows, read_columns
 from ..config import ConfigError
+from ..crossdedup.index import INDEX_DIR, INDEX_FILES, filter_index
 from ..packing.config import PackStageConfig
 from ..runconfig import load_stage_config
 from ..stage import (
@@ -349,9 +350,10 @@ class Withdrawal:
             return self._done("mixed_dedup", t)
         man, tmp = got
         # the two JSONL files are rewritten in place (open "w"): never a hard link to the old artifact's
-        own = {"removed.jsonl", "contamination_hits.jsonl"}
+        own = {"removed.jsonl", "contamination_hits.jsonl", *INDEX_FILES}  # rewritten here, never linked
         shards = filter_dataset(self.run_dir / "mixed_dedup", tmp, ids, skip=own)
         src = self.run_dir / "mixed_dedup"
+        filter_index(src / INDEX_DIR, tmp / INDEX_DIR, ids)  # the dedup index lists kept documents too
         filter_jsonl(src / "removed.jsonl", tmp / "removed.jsonl", ids, ("id", "kept", "original"))
         filter_jsonl(src / "contamination_hits.jsonl", tmp / "contamination_hits.jsonl", ids, ("doc_id",))
         refresh_mixed_dedup(tmp, self.run_dir / "mixed_raw", bases, entry)
