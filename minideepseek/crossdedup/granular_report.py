@@ -17,8 +17,9 @@ def granular_markdown(rep: dict[str, Any]) -> str:
     if not g:
         return ""
     out = ["", "## Dedup funnel (documents and characters in/out per step and source)", "",
-           "Steps in order: " + " -> ".join(f"`{s}`" for s in g["order"]) + ". Steps before `exact` rewrite "
-           "texts (a document left too short is dropped there); `exact`, `near` and `against` remove whole documents.", "",
+           "Steps in order: " + " -> ".join(f"`{s}`" for s in g["order"]) + ". `url`, `exact`, `near` and "
+           "`against` remove whole documents; `lines`, `paragraphs` and `substrings` then clean the survivors' "
+           "texts (a document left too short is dropped there).", "",
            "| step | source | docs in | docs out | chars in | chars out | chars removed |",
            "|---|---|---:|---:|---:|---:|---:|"]
     for r in g["funnel"]:
