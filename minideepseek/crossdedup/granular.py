@@ -297,9 +297,7 @@ class Granular:
                                       "chunks": res.chunks, "tokens_in": res.tokens_in, "tokens_removed": res.tokens_removed,
                                       "spans_removed": res.spans,
                                       "per_source": {k: dict(v) for k, v in sorted(st_sub.items())},
-                                      # spans quoted across sources first (docstrings in docs pages), then the rest
-                                      "examples": sorted(res.examples, key=lambda x: str(x["doc"]).split("/")[0]
-                                                         == str(x["first_in"]).split("/")[0])[:sc.examples]}
+                                      "examples": _pick_examples(res.examples, sc.examples)}
             self._perf("substrings", len(docs), int(sum(self.n_chars0[i] for i in docs)))
         self._snapshot("substrings", after_sub, removed)
 
@@ -431,6 +429,21 @@ class Granular:
         self.rss.stop()
         self.ds = None
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _pick_examples(examples: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """Spans quoted across sources first (docstrings in docs pages), one per document, then the rest."""
+    def src(d: Any) -> str:
+        return str(d).split("/")[0]
+
+    cross = [x for x in examples if src(x["doc"]) != src(x["first_in"])]
+    out, docs = [], set()
+    for x in cross:
+        if x["doc"] not in docs:
+            out.append(x)
+            docs.add(x["doc"])
+    out += [x for x in cross + examples if x not in out]
+    return out[:k]
 
 
 def _plain(obj: Any) -> dict[str, Any]:
