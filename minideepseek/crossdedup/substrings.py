@@ -105,33 +105,33 @@ def find_repeats(docs: list[tuple[int, str]], L: int, engine: str = "auto", max_
     """Char intervals to cut from each document (index, text), documents in run order."""
     use = ("pydivsufsort" if have_pydivsufsort() else "numpy") if engine == "auto" else engine
     res = SubstringResult(engine=use)
-    chunk: list[tuple[int, str, list[tuple[int, int]]]] = []
+    chunk: list[tuple[int, str, np.ndarray, np.ndarray]] = []
     total = 0
+    vocab: dict[str, int] = {}  # token string -> id (ids only need to agree inside one chunk)
     for doc, text in docs:
-        spans = [m.span() for m in _TOKEN.finditer(text)]
+        ms = list(_TOKEN.finditer(text))
+        # per token 8 bytes of id + 8 of char offsets, not Python tuples (~100 bytes a token)
+        tok = np.fromiter((vocab.setdefault(m.group(), len(vocab)) for m in ms), dtype=np.int64, count=len(ms))
+        spans = np.array([m.span() for m in ms], dtype=np.int32).reshape(-1, 2)
+        del ms
         if chunk and total + len(spans) + 1 > max_tokens:
             _run_chunk(chunk, L, use, res, n_examples, ids, cross_doc_only)
             chunk, total = [], 0
-        chunk.append((doc, text, spans))
+        chunk.append((doc, text, tok, spans))
         total += len(spans) + 1
     if chunk:
         _run_chunk(chunk, L, use, res, n_examples, ids, cross_doc_only)
     return res
 
 
-def _run_chunk(chunk: list[tuple[int, str, list[tuple[int, int]]]], L: int, engine: str, res: SubstringResult,
+def _run_chunk(chunk: list[tuple[int, str, np.ndarray, np.ndarray]], L: int, engine: str, res: SubstringResult,
                n_examples: int, ids: list[str] | None, cross_doc_only: bool) -> None:
     res.chunks += 1
-    vocab: dict[str, int] = {}
-    parts, owner, starts = [], [], []
-    for k, (_, text, spans) in enumerate(chunk):
-        starts.append(sum(len(p) for p in parts))
-        parts.append(np.array([vocab.setdefault(text[a:b], len(vocab)) for a, b in spans] + [-1], dtype=np.int64))
-        owner.append(k)
-    sep_base = len(vocab)
-    toks = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    lens = np.array([len(t) + 1 for _, _, t, _ in chunk], dtype=np.int64)
+    starts = (np.cumsum(lens) - lens).tolist()
+    toks = np.concatenate([np.append(t, -1) for _, _, t, _ in chunk]) if chunk else np.zeros(0, dtype=np.int64)
     seps = np.flatnonzero(toks < 0)
-    toks[seps] = sep_base + np.arange(len(seps))  # a separator of its own per document
+    toks[seps] = int(toks.max(initial=0)) + 1 + np.arange(len(seps))  # a separator of its own per document
     res.tokens_in += int(len(toks) - len(seps))
     if len(toks) < L:
         return
@@ -159,9 +159,9 @@ def _run_chunk(chunk: list[tuple[int, str, list[tuple[int, int]]]], L: int, engi
     edges = np.flatnonzero(np.diff(np.concatenate(([0], covered.astype(np.int8), [0]))))
     for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist()):
         k = int(np.searchsorted(doc_starts, a, side="right") - 1)
-        doc, text, spans = chunk[k]
+        doc, text, _, spans = chunk[k]
         ta, tb = a - starts[k], b - starts[k]  # token range inside the document (never the separator)
-        ca, cb = spans[ta][0], spans[tb - 1][1]
+        ca, cb = int(spans[ta][0]), int(spans[tb - 1][1])
         res.cut.setdefault(doc, []).append((ca, cb))
         res.spans += 1
         res.tokens_removed += b - a
