@@ -302,7 +302,10 @@ class Granular:
         self._snapshot("substrings", after_sub, removed)
 
         # the rewritten copy of mixed_raw the stage reads from here on; its metadata, in place
+        self._t = time.perf_counter()
         self.out_dir = self._write(texts)
+        # re-counting the changed documents' tokens (the DeepSeek tokenizer) and writing them is a cost too
+        self._perf("rewrite (token recount + write)", len(texts), sum(len(t) for t in texts.values()))
         if self.out_dir != self.src_dir:
             meta = read_columns(self.out_dir, ["n_chars", "n_tokens", "hash"])
             n_chars[:], n_tokens[:], hashes[:] = meta["n_chars"], meta["n_tokens"], meta["hash"]
