@@ -278,3 +278,26 @@ def test_planted_cases_end_to_end_and_against_earlier_index(planted):
     assert rec["kept"] == target["id"] and rec["jaccard"] >= 0.8 and rep2["removed"]["against"] == 1
     # a mismatched MinHash setting is refused with the fix named
     assert cross_source_dedup.main(["--config", str(cfg2), "--force", "--set", "dedup.num_perm=64"]) == 2
+
+
+def test_index_round_trip_and_withdrawal_filter(tmp_path):
+    from minideepseek.crossdedup.config import DedupConfig
+    from minideepseek.crossdedup.index import PriorIndex, filter_index, index_params, save_index
+    from minideepseek.crossdedup.near import banding
+    from minideepseek.dedup import signatures_for_texts
+
+    dc = DedupConfig()
+    b, r = banding(dc)
+    texts = [d for _, d in stdlib_docstrings(3, 400, 2000, unique=True)]
+    sigs = signatures_for_texts(texts, dc.shingle, dc.ngram, dc.num_perm, dc.seed, dc.base_hash)
+    params = index_params(dc, b, r)
+    save_index(tmp_path / "a" / "dedup_index", ["x", "y", "z"], ["hx", "hy", "hz"], sigs, params)
+    assert filter_index(tmp_path / "a" / "dedup_index", tmp_path / "b" / "dedup_index", {"y"}) == 1
+    idx = PriorIndex(str(tmp_path / "b"), params)
+    assert idx.ids == ["x", "z"] and set(idx.hashes) == {"hx", "hz"} and idx.ds is None
+    assert (idx.sigs == sigs[[0, 2]]).all()
+    pairs = idx.candidates(np.asarray(idx.keys))  # every indexed document is its own candidate
+    assert {(int(q), int(k)) for q, k in pairs} >= {(0, 0), (1, 1)}
+    from minideepseek.config import ConfigError
+    with pytest.raises(ConfigError, match="num_perm"):
+        PriorIndex(str(tmp_path / "b"), {**params, "num_perm": 64})
