@@ -72,7 +72,9 @@ def main() -> None:
     t0 = time.time()
     cfg = build(DedupStageConfig, {
         "run": {"name": "scale", "data_dir": str(work / "data"), "reports_dir": str(work / "reports")},
-        "dedup": {"base_hash": args.base_hash, "verify": "estimated", "scurve_docs": 100, "num_proc": 2},
+        "dedup": {"base_hash": args.base_hash, "verify": "estimated", "scurve_docs": 100, "num_proc": 2,
+                  # issue 19's steps: lines/paragraphs on every source, substrings on the "code" one
+                  "substrings": {"sources": ["code"]}},
         "decontam": {"enabled": False}}, "bench")
     up_hash = make_upstream(cfg.run.run_dir, args.docs, args.seed)
     gen_s = time.time() - t0
@@ -92,6 +94,10 @@ def main() -> None:
         # present from issue 14 on (absent when this script runs an older checkout)
         "policy": rep["near"].get("policy"), "residual": rep["near"].get("residual"),
         "p_at_threshold": (rep["near"].get("banding") or {}).get("p_at_threshold"),
+        # issue 19: every finer-granularity step's wall / RSS next to the MinHash phase (same process)
+        "near_phase_s": (rep.get("phases_s") or {}).get("near (signatures, candidates, verification)"),
+        "granular_perf": (rep.get("granular") or {}).get("perf"),
+        "granular_near_peak_rss_mb": (rep.get("granular") or {}).get("near_step_peak_rss_mb"),
     }, indent=2))
 
 

@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 from ..config import require
 from ..runconfig import RunConfig
 from .decontam import DecontamConfig
+from .granular_config import LineDedupConfig, ParagraphDedupConfig, SubstringDedupConfig, UrlDedupConfig
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,13 @@ class DedupConfig:
     scurve_docs: int = 150  # real documents edited at several Jaccard levels to measure the S-curve
     num_proc: int = 2
     batch_size: int = 256
+    # the finer granularities (granular.py): URL/origin, boilerplate lines, paragraphs, exact substrings
+    urls: UrlDedupConfig = field(default_factory=UrlDedupConfig)
+    lines: LineDedupConfig = field(default_factory=LineDedupConfig)
+    paragraphs: ParagraphDedupConfig = field(default_factory=ParagraphDedupConfig)
+    substrings: SubstringDedupConfig = field(default_factory=SubstringDedupConfig)
+    against: tuple[str, ...] = ()  # earlier runs (run dir, mixed_dedup dir or index dir) to dedup against
+    save_index: bool = True  # mixed_dedup/dedup_index: band keys, signatures, exact hashes of the kept docs
 
     def __post_init__(self) -> None:
         require(self.ngram >= 1, f"dedup.ngram={self.ngram} must be >= 1 (5 is the field default)")

@@ -181,7 +181,10 @@ def run_stage(pairs: Sequence[Pair], work: Path, dedup: dict[str, Any] | None = 
 
     cfg = build(DedupStageConfig, {
         "run": {"name": "planted", "data_dir": str(work / "data"), "reports_dir": str(work / "reports"), "seed": seed},
-        "dedup": {"num_proc": 1, "scurve_docs": 0, **(dedup or {})},
+        # document-level dedup only: the text-cleaning steps after it (issue 19) would drop what is left of a
+        # missed twin as "too short" and blur what this benchmark counts (near-duplicate recall)
+        "dedup": {"num_proc": 1, "scurve_docs": 0, "lines": {"enabled": False}, "paragraphs": {"enabled": False},
+                  "substrings": {"enabled": False}, **(dedup or {})},
         "decontam": {"enabled": False}}, "planted")
     run_dir = cfg.run.run_dir
     stage = StageRun("mix_sampler", "mixed_raw", run_dir, {"planted": len(pairs), "seed": seed}, [], SCHEMA_VERSION,

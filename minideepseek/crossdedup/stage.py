@@ -38,6 +38,8 @@ from ..records import DOC_FEATURES, base_id, is_copy, trace_component
 from ..stage import InputRef, Manifest, StageRun, require_upstream
 from .config import DedupStageConfig
 from .decontam import ContaminationIndex
+from .granular import Granular
+from .granular_report import granular_markdown
 from .keep import greedy_keep, transitive_keep
 from .near import NearDedup
 from .ray_near import RayNearDedup
@@ -50,7 +52,7 @@ ARTIFACT = MIXED_DEDUP
 UPSTREAM = MIXED_RAW
 REPORTS = ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md",
            "data_profile.json", "data_profile.md")
-SCHEMA_VERSION = 2  # 2: + data_profile (length / language / code / math per source)
+SCHEMA_VERSION = 3  # 2: + data_profile (per source); 3: + url/lines/paragraphs/substrings, dedup_index
 
 
 def run_dedup(cfg: DedupStageConfig, upstream: dict[str, str], config_path: str, force: bool = False,
@@ -110,7 +112,7 @@ def _exact(d: _Docs) -> int:
     """Phase 1: exact duplicates (same normalized-text hash); returns the number of groups."""
     groups: dict[str, list[int]] = {}
     for i in range(d.n):
-        if not d.copies[i]:
+        if not d.copies[i] and i not in d.removed:  # URL duplicates are gone already
             groups.setdefault(d.hashes[i], []).append(i)
     n_groups = 0
     for members in groups.values():
@@ -243,15 +245,22 @@ def _write(d: _Docs, src_dir: Path, tmp: Path, hits_all: list[Any]) -> set[str]:
 def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, stage: StageRun,
            executor: Any = None) -> Manifest:
     dc = cfg.dedup
+    gran = Granular(cfg, up, src_dir, tmp)  # URL/origin dedup now; lines, paragraphs, substrings after `near`
+    gran.prepare()
     d = _read(cfg, up, src_dir)
+    d.removed.update(gran.removed)
     log.info("%s: %s documents from %s", STAGE, f"{d.n:,}", src_dir)
     laps = Laps(STAGE, log)  # every phase's time goes to the log and the report (wall = the whole stage)
     exact_groups = _exact(d) if dc.exact else 0
-    n_exact = len(d.removed)
+    n_exact = len(d.removed) - len(gran.removed)
     laps.lap("read + exact")
     nd, near_info = _near(cfg, d, src_dir, tmp, executor) if dc.near else (None, {})
-    n_near = len(d.removed) - n_exact
+    n_near = len(d.removed) - n_exact - len(gran.removed)
     laps.lap("near (signatures, candidates, verification)")
+    gran.against(d.removed, d.hashes, nd)  # dedup.against: earlier runs' indexes
+    laps.lap("against earlier runs")
+    src_dir = gran.rewrite(d.removed, d.n_chars, d.n_tokens, d.hashes)  # survivors' texts cleaned; read from here on
+    laps.lap("lines, paragraphs, substrings")
     hits_all, best_hits, contamination = _decontaminate(cfg, d, src_dir)
     laps.lap("decontamination")
     _follow_copies(d)
@@ -264,7 +273,9 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     mix = post_dedup_mix(recipe, d.srcs, d.n_tokens, d.n_chars, kept_mask)
     report = build_dedup_report(cfg, d.ids, d.srcs, d.n_chars, d.removed, near_info, exact_groups, mix, nd,
                                 stage.elapsed(), d.components, d.index_of)
+    report["granular"] = gran.finish(tmp, d.removed, d.hashes, d.n_chars)
     laps.lap("report (sampled pairs, S-curve check)")
+    gran.close()
     if nd is not None:
         nd.close()  # the Ray engine's work files live in tmp: gone before the commit lists the outputs
     contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
@@ -280,7 +291,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     write_json_atomic(tmp / "data_profile.json", profile)
     write_text_atomic(tmp / "data_profile.md", profile_markdown(profile))
     write_json_atomic(tmp / "dedup_report.json", report)
-    write_text_atomic(tmp / "dedup_report.md", dedup_markdown(report))
+    write_text_atomic(tmp / "dedup_report.md", dedup_markdown(report) + granular_markdown(report))
     write_json_atomic(tmp / "contamination_report.json", contamination)
     write_text_atomic(tmp / "contamination_report.md", contamination_markdown(contamination))
     counters = {"docs_in": d.n, "docs_out": int(kept_mask.sum()), "exact_removed": n_exact, "near_removed": n_near,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import pipeline
+from ..crossdedup.index import INDEX_DIR, INDEX_FILES, filter_index
 from ..fsio import write_json_atomic
 from ..pipeline import MIXED_DEDUP, MIXED_RAW, PACKED, TOKENIZER
 from ..records import copy_epoch
@@ -70,9 +71,10 @@ def remove_from_mixed_dedup(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man
                           tmp: Path) -> dict[str, Any]:
     ids, bases, entry = c.ids, c.bases, c.entry
     # the two JSONL files are rewritten in place (open "w"): never a hard link to the old artifact's
-    own = {"removed.jsonl", "contamination_hits.jsonl"}
+    own = {"removed.jsonl", "contamination_hits.jsonl", *INDEX_FILES}  # rewritten here, never linked
     shards = filter_dataset(w.run_dir / MIXED_DEDUP, tmp, ids, skip=own)
     src = w.run_dir / MIXED_DEDUP
+    filter_index(src / INDEX_DIR, tmp / INDEX_DIR, ids)  # the dedup index lists kept documents too
     filter_jsonl(src / "removed.jsonl", tmp / "removed.jsonl", ids, ("id", "kept", "original"))
     filter_jsonl(src / "contamination_hits.jsonl", tmp / "contamination_hits.jsonl", ids, ("doc_id",))
     refresh_mixed_dedup(tmp, w.run_dir / MIXED_RAW, bases, entry)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..arrow_io import read_columns
+from ..crossdedup.granular_report import granular_markdown
 from ..crossdedup.report import contamination_markdown, dedup_markdown, post_dedup_mix
 from ..fsio import write_json_atomic, write_text_atomic
 from ..packing.packer import PackStats, shard_info
@@ -145,7 +146,7 @@ def refresh_mixed_dedup(tmp: Path, raw_dir: Path, bases: set[str], entry: dict[s
             counts[r["source"]][r["kept_source"]] += 1
     rep, n = redact(rep, bases)
     _note(rep, entry, n)
-    _save(tmp, "dedup_report", rep, dedup_markdown)
+    _save(tmp, "dedup_report", rep, lambda r: dedup_markdown(r) + granular_markdown(r))
     profile = profile_dataset(tmp)
     _note(profile, entry, 0)
     _save(tmp, "data_profile", profile, profile_markdown)

@@ -1,0 +1,454 @@
+"""Stage 2's finer-grained dedup steps around exact + MinHash (seed 003 §四.6-7). The order:
+
+1. ``url``: exact dedup on the normalized URL / origin (:mod:`.urls`), before any content dedup;
+2. the stage's ``exact`` and ``near`` (MinHash) document dedup, then ``against``: near dedup against
+   earlier runs' indexes (:mod:`.index`) -- whole documents, each removal with its kept twin;
+3. on the survivors, text cleaning (the seed: MinHash keeps one of two pages, "but the survivor still
+   carries the navigation bar"): ``lines`` (boilerplate lines counted in seeded buckets,
+   :mod:`.lines`), ``paragraphs`` (repeats after their first occurrence, Bloom filter, :mod:`.spans`),
+   ``substrings`` (repeated >= 50-token spans via a suffix array, :mod:`.substrings`);
+4. decontamination, on the cleaned texts. After the stage has written its survivors, the run's own
+   index is saved beside them (signatures of the texts as they entered near dedup).
+
+Cleaning after document dedup keeps exact and near dedup's meaning (a copy is removed as a copy, with
+its kept partner named, not whittled down paragraph by paragraph into a fragment that no longer looks
+like its twin). The cleaned texts go to a rewritten copy of ``mixed_raw`` (same rows, same order;
+text, n_chars, hash and n_tokens updated) in a work directory inside the stage's temporary directory,
+deleted before the commit. A document left shorter than the step's ``min_doc_chars`` is dropped
+(``too_short_after_<step>``). Upsampled copies (``#eK``) are neither counted nor cleaned on their own:
+they take their original's cleaned text. "Run order" (first occurrence wins) is the input order of
+``mixed_raw``.
+
+Every step's documents and characters in/out per source form the report's funnel; wall time and
+peak RSS of every step are measured in-process (RSS sampled every 10 ms).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import psutil
+from tqdm import tqdm
+
+from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns
+from ..dedup import signatures_for_texts
+from ..records import DOC_FEATURES, base_id, text_hash
+from ..tokencount import TokenCounter
+from .granular_config import step_sources
+from .index import INDEX_DIR, PriorIndex, against_prior, index_params, save_index
+from .lines import LineCounter
+from .near import banding
+from .spans import ParagraphDedup
+from .substrings import cut_text, find_repeats
+
+log = logging.getLogger(__name__)
+
+# the funnel's order: whole documents first (URL, then the stage's exact and near, then earlier runs),
+# then the survivors' texts are cleaned (lines, paragraphs, substrings), then decontamination
+ORDER = ("url", "exact", "near", "against", "lines", "paragraphs", "substrings", "contamination", "copy_of_removed")
+REWRITE = ("lines", "paragraphs", "substrings")
+
+
+class RssPeak:
+    """Peak RSS of this process between marks (a 10 ms sampling thread)."""
+
+    def __init__(self) -> None:
+        self.proc = psutil.Process()
+        self.peak = self.proc.memory_info().rss
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+
+    def mark(self) -> tuple[float, float]:
+        """(peak MB since the last mark, RSS MB now); restarts the window."""
+        now = self.proc.memory_info().rss
+        peak = max(self.peak, now)
+        self.peak = now
+        return round(peak / 2**20, 1), round(now / 2**20, 1)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class Granular:
+    def __init__(self, cfg: Any, up: dict[str, Any], src_dir: Path, tmp: Path) -> None:
+        self.cfg, self.dc = cfg, cfg.dedup
+        self.src_dir = src_dir
+        self.work = tmp / ".granular-work"
+        # a source's domain: the demo's `domain`, else its `lang` ("code" for code sources of any type)
+        self.recipe = {s["name"]: s.get("domain") or s.get("lang") or "" for s in up["config"]["sources"]}
+        order = list(self.dc.source_priority) or list(self.recipe)
+        self.priority = {name: i for i, name in enumerate(order)}
+        self.removed: dict[int, dict[str, Any]] = {}
+        self.rep: dict[str, Any] = {"order": list(ORDER)}
+        self.perf: dict[str, dict[str, Any]] = {}
+        self.rss = RssPeak()
+        self.snap: dict[str, np.ndarray] = {}  # step -> chars per doc after it (-1: removed)
+        self.ds: datasets.Dataset | None = None
+        self.out_dir = src_dir
+        self._t = time.perf_counter()
+        self._near_window = 0.0
+
+    # ---- helpers
+    def _keep_key(self, i: int) -> tuple:
+        return (self.priority.get(self.srcs[i], len(self.priority)), -self.n_chars0[i], self.ids[i])
+
+    def _perf(self, step: str, docs: int, chars: int) -> None:
+        wall = time.perf_counter() - self._t
+        peak, now = self.rss.mark()
+        self.perf[step] = {"wall_s": round(wall, 3), "docs": docs, "chars": chars,
+                           "docs_per_s": round(docs / wall, 1) if wall > 0 else None,
+                           "mb_per_s": round(chars / 1e6 / wall, 2) if wall > 0 else None, "peak_rss_mb": peak}
+        self._t = time.perf_counter()
+
+    def _snapshot(self, step: str, chars: np.ndarray, removed: dict[int, dict[str, Any]]) -> None:
+        upto = set()
+        for x in ORDER[:ORDER.index(step) + 1]:
+            upto |= {x, f"too_short_after_{x}"}
+        s = np.asarray(chars, dtype=np.int64).copy()
+        s[[i for i, r in removed.items() if r["reason"] in upto]] = -1
+        for i in np.flatnonzero(self.is_copy).tolist():  # copies follow their original
+            o = self.orig.get(i)
+            s[i] = s[o] if o is not None else s[i]
+        self.snap[step] = s
+
+    def _drop_short(self, i: int, text: str, min_chars: int, step: str) -> bool:
+        if len(text.strip()) < min_chars:
+            self.dropped[i] = self.removed_all[i] = {"reason": f"too_short_after_{step}", "n_chars_left": len(text.strip())}
+            return True
+        return False
+
+    # ---- step url, before the stage reads its metadata
+    def prepare(self) -> None:
+        dc = self.dc
+        meta = read_columns(self.src_dir, ["id", "source", "url", "n_chars"])
+        self.ids, self.srcs, urls, self.n_chars0 = meta["id"], meta["source"], meta["url"], meta["n_chars"]
+        n = len(self.ids)
+        self.is_copy = np.array(["#e" in i for i in self.ids], dtype=bool)
+        index_of = {d: i for i, d in enumerate(self.ids)}
+        self.orig = {i: index_of.get(base_id(self.ids[i])) for i in np.flatnonzero(self.is_copy).tolist()}
+        chars = np.array(self.n_chars0, dtype=np.int64)
+        self.snap["input"] = chars.copy()
+        self.rss.mark()
+        self._t = time.perf_counter()
+
+        # 1. URL / origin
+        if dc.urls.enabled:
+            from .urls import url_duplicates
+            srcs_ok = step_sources(dc.urls, self.recipe)
+            elig = [(not self.is_copy[i]) and self.srcs[i] in srcs_ok for i in range(n)]
+            dups, norm = url_duplicates(urls, elig, self._keep_key, dc.urls)
+            for i, k in sorted(dups.items()):
+                self.removed[i] = {"reason": "url", "kept": self.ids[k], "kept_source": self.srcs[k],
+                                   "url": urls[i], "kept_url": urls[k], "normalized": norm[i]}
+            twins = [i for i in sorted(dups) if self._rule_hit(urls[i]) or self._rule_hit(urls[dups[i]])]
+            self.rep["url"] = {"sources": sorted(srcs_ok), "removed": len(dups),
+                               "per_source": dict(sorted(Counter(self.srcs[i] for i in dups).items())),
+                               "by_origin_rule": len(twins),
+                               "examples": [{"removed": self.ids[i], "url": urls[i], "kept": self.ids[dups[i]],
+                                             "kept_url": urls[dups[i]]} for i in (twins or sorted(dups))[:dc.urls.examples]]}
+        self._perf("url", n, int(chars.sum()))
+        self._snapshot("url", chars, self.removed)
+        self.rss.mark()
+        self._t = time.perf_counter()
+
+    # ---- steps lines, paragraphs, substrings: on the documents that survived exact/near/against
+    def rewrite(self, removed: dict[int, dict[str, Any]], n_chars: list[int], n_tokens: list[int],
+                hashes: list[str]) -> Path:
+        """Clean the survivors' texts; documents left too short join `removed`; the metadata lists are
+        updated in place; returns the dataset the stage reads from here on (decontamination, writing)."""
+        dc, seed, n = self.dc, self.cfg.run.seed, len(self.ids)
+        chars = np.array(n_chars, dtype=np.int64)
+        for step in ("exact", "near", "against"):
+            self._snapshot(step, chars, removed)
+        self.removed_all, self.dropped = removed, {}
+        self.rss.mark()
+        self._t = time.perf_counter()
+        if not (dc.lines.enabled or dc.paragraphs.enabled or dc.substrings.enabled):
+            for step in REWRITE:
+                self._snapshot(step, chars, removed)
+            return self.src_dir
+
+        line_srcs = step_sources(dc.lines, self.recipe) if dc.lines.enabled else set()
+        para_srcs = step_sources(dc.paragraphs, self.recipe) if dc.paragraphs.enabled else set()
+        sub_srcs = step_sources(dc.substrings, self.recipe) if dc.substrings.enabled else set()
+        live = [i for i in range(n) if not self.is_copy[i] and i not in removed]
+        live_set = set(live)
+        texts: dict[int, str] = {}
+
+        # 2. lines, pass 1: counts per bucket (and the paragraph count that sizes the Bloom filter)
+        counter = LineCounter(len(live), dc.lines.bucket_docs, dc.lines.max_repeats, dc.lines.min_line_chars, seed,
+                              dc.lines.code_aware)
+        para = ParagraphDedup(0, dc.paragraphs.min_chars, dc.paragraphs.false_positive_rate, dc.paragraphs.exact)
+        n_para = 0
+        if line_srcs or para_srcs:
+            for i, row in enumerate(tqdm(iter_dataset_rows(self.src_dir, columns=["id", "source", "text"]), total=n,
+                                         unit="docs", desc="lines: count", mininterval=2)):
+                if i in live_set:
+                    if row["source"] in line_srcs:
+                        counter.add(row["id"], row["text"])
+                    if row["source"] in para_srcs:
+                        n_para += para.eligible(row["text"])
+            counter.finish()
+        para = ParagraphDedup(n_para, dc.paragraphs.min_chars, dc.paragraphs.false_positive_rate, dc.paragraphs.exact)
+
+        # lines pass 2 + paragraphs, one stream in run order
+        top: Counter = Counter()
+        line_stats: dict[str, Counter] = {}
+        para_stats: dict[str, Counter] = {}
+        para_examples: list[dict[str, Any]] = []
+        after_lines = chars.copy()
+        t_lines = 0.0
+        chars_in_lines = 0
+        for i, row in enumerate(tqdm(iter_dataset_rows(self.src_dir, columns=["source", "text"]), total=n, unit="docs",
+                                     desc="lines + paragraphs", mininterval=2)):
+            if i not in live_set:
+                continue
+            s, text = row["source"], row["text"]
+            if s in line_srcs:
+                t0 = time.perf_counter()
+                chars_in_lines += len(text)
+                new, gone = counter.strip(self.ids[i], text)
+                t_lines += time.perf_counter() - t0
+                if gone:
+                    st = line_stats.setdefault(s, Counter())
+                    st["docs_touched"] += 1
+                    st["lines_removed"] += len(gone)
+                    st["chars_removed"] += len(text) - len(new)
+                    top.update(gone)
+                    text = texts[i] = new
+                    after_lines[i] = len(new)
+                    if self._drop_short(i, new, dc.lines.min_doc_chars, "lines"):
+                        st["docs_dropped_too_short"] += 1
+                        continue
+            if s in para_srcs:
+                new, gone = para.strip(text)
+                if gone:
+                    st = para_stats.setdefault(s, Counter())
+                    st["docs_touched"] += 1
+                    st["paragraphs_removed"] += len(gone)
+                    st["chars_removed"] += len(text) - len(new)
+                    if len(para_examples) < 10:
+                        para_examples.append({"doc": self.ids[i], "paragraph": gone[0][:200]})
+                    texts[i] = new
+                    if self._drop_short(i, new, dc.paragraphs.min_doc_chars, "paragraphs"):
+                        st["docs_dropped_too_short"] += 1
+        total_wall = time.perf_counter() - self._t
+        # the shared stream's time is split: lines gets its own measured strip time plus pass 1
+        peak, _ = self.rss.mark()
+        self.perf["lines"] = {"wall_s": round(t_lines, 3), "docs": len(live), "chars": chars_in_lines,
+                              "mb_per_s": round(chars_in_lines / 1e6 / t_lines, 2) if t_lines else None,
+                              "peak_rss_mb": peak, "note": "strip time only; the counting pass is in paragraphs' wall"}
+        self.perf["paragraphs"] = {"wall_s": round(total_wall - t_lines, 3), "docs": len(live), "chars": int(chars.sum()),
+                                   "mb_per_s": round(int(chars.sum()) / 1e6 / (total_wall - t_lines), 2),
+                                   "peak_rss_mb": peak, "note": "includes the line-counting pass (shared stream)"}
+        self._t = time.perf_counter()
+        self._snapshot("lines", after_lines, removed)
+        after_para = after_lines.copy()
+        for i, t in texts.items():
+            after_para[i] = len(t)
+        self._snapshot("paragraphs", after_para, removed)
+        if line_srcs:
+            self.rep["lines"] = {"sources": sorted(line_srcs), "buckets": counter.n_buckets,
+                                 "bucket_docs": dc.lines.bucket_docs, "max_repeats": dc.lines.max_repeats,
+                                 "boilerplate_lines": sum(len(v) for v in counter.boiler.values()),
+                                 "per_source": {k: dict(v) for k, v in sorted(line_stats.items())},
+                                 "top_lines": [{"line": ln[:160], "removed_from_docs": c}
+                                               for ln, c in top.most_common(dc.lines.top_lines)]}
+        if para_srcs:
+            self.rep["paragraphs"] = {"sources": sorted(para_srcs), "min_chars": dc.paragraphs.min_chars, **para.stats(),
+                                      "per_source": {k: dict(v) for k, v in sorted(para_stats.items())},
+                                      "examples": para_examples}
+
+        # 4. substrings over the selected sources' current texts, in run order
+        after_sub = after_para.copy()
+        if sub_srcs:
+            ds = datasets.load_from_disk(str(self.src_dir))
+            docs = [i for i in live if i not in removed and self.srcs[i] in sub_srcs]
+            sc = dc.substrings
+            cur = ((i, texts[i] if i in texts else ds[i]["text"]) for i in docs)
+            res = find_repeats(list(cur), sc.min_tokens, sc.engine, sc.max_tokens, sc.examples, self.ids, sc.cross_doc_only)
+            st_sub: dict[str, Counter] = {}
+            for i, iv in sorted(res.cut.items()):
+                text = texts[i] if i in texts else ds[i]["text"]
+                new = cut_text(text, iv)
+                st = st_sub.setdefault(self.srcs[i], Counter())
+                st["docs_touched"] += 1
+                st["spans_removed"] += len(iv)
+                st["chars_removed"] += len(text) - len(new)
+                texts[i] = new
+                after_sub[i] = len(new)
+                if self._drop_short(i, new, sc.min_doc_chars, "substrings"):
+                    st["docs_dropped_too_short"] += 1
+            self.rep["substrings"] = {"sources": sorted(sub_srcs), "min_tokens": sc.min_tokens, "engine": res.engine,
+                                      "cross_doc_only": sc.cross_doc_only,
+                                      "chunks": res.chunks, "tokens_in": res.tokens_in, "tokens_removed": res.tokens_removed,
+                                      "spans_removed": res.spans,
+                                      "per_source": {k: dict(v) for k, v in sorted(st_sub.items())},
+                                      "examples": _pick_examples(res.examples, sc.examples)}
+            self._perf("substrings", len(docs), int(sum(self.n_chars0[i] for i in docs)))
+        self._snapshot("substrings", after_sub, removed)
+
+        # the rewritten copy of mixed_raw the stage reads from here on; its metadata, in place
+        self._t = time.perf_counter()
+        self.out_dir = self._write(texts)
+        # re-counting the changed documents' tokens (the DeepSeek tokenizer) and writing them is a cost too
+        self._perf("rewrite (token recount + write)", len(texts), sum(len(t) for t in texts.values()))
+        if self.out_dir != self.src_dir:
+            meta = read_columns(self.out_dir, ["n_chars", "n_tokens", "hash"])
+            n_chars[:], n_tokens[:], hashes[:] = meta["n_chars"], meta["n_tokens"], meta["hash"]
+        self.rss.mark()
+        self._t = time.perf_counter()
+        return self.out_dir
+
+    def _rule_hit(self, url: str) -> bool:
+        import re
+        return any(re.search(p, url) for p, _ in self.dc.urls.origin_rules)
+
+    def _write(self, texts: dict[int, str]) -> Path:
+        if not texts:
+            return self.src_dir
+        out = self.work / "mixed"
+        writer = DatasetWriter(out, DOC_FEATURES, 256 << 20)
+        counter = TokenCounter("deepseek")
+        batch: list[dict] = []
+
+        def flush() -> None:
+            changed = [r for r in batch if r.pop("_changed")]
+            for r, k in zip(changed, counter.count([r["text"] for r in changed])):
+                r["n_tokens"] = k
+            writer.write_rows(batch)
+            batch.clear()
+
+        for i, row in enumerate(iter_dataset_rows(self.src_dir)):
+            src = self.orig.get(i, i) if self.is_copy[i] else i
+            new = texts.get(src) if src is not None else None
+            row["_changed"] = new is not None
+            if new is not None:
+                row["text"], row["n_chars"], row["hash"] = new, len(new), text_hash(new)
+            batch.append(row)
+            if len(batch) >= 512:
+                flush()
+        flush()
+        writer.close()
+        return out
+
+    # ---- step "against", after the stage's near dedup
+    def against(self, removed: dict[int, dict[str, Any]], hashes: list[str], nd: Any) -> None:
+        self.near_peak, _ = self.rss.mark()
+        self._t = time.perf_counter()
+        self.nd = nd
+        if not self.dc.against:
+            return
+        b, r = banding(self.dc)
+        prior = [PriorIndex(p, index_params(self.dc, b, r)) for p in self.dc.against]
+        docs = [i for i in range(len(self.ids)) if not self.is_copy[i] and i not in removed]
+        sigs = self._sigs(docs)
+        found, stats = against_prior(prior, self.dc, b, r, docs, sigs, hashes, self._text)
+        removed.update(found)
+        stats["removed"] = len(found)
+        stats["per_source"] = dict(sorted(Counter(self.srcs[i] for i in found).items()))
+        stats["examples"] = [{"removed": self.ids[i], "kept": v["kept"], "jaccard": v["jaccard"]}
+                             for i, v in sorted(found.items())[:10]]
+        self.rep["against"] = stats
+        self._perf("against", len(docs), 0)
+
+    def _text(self, i: int) -> str:
+        if self.ds is None:
+            self.ds = datasets.load_from_disk(str(self.out_dir))
+        return self.ds[int(i)]["text"]
+
+    def _sigs(self, docs: list[int]) -> np.ndarray:
+        """Signatures of `docs` (copies: their original's), from the near step's matrix when it has them."""
+        dc = self.dc
+        rows = [self.orig.get(d, d) if self.is_copy[d] else d for d in docs]
+        out = np.zeros((len(docs), dc.num_perm), dtype=np.uint32)
+        missing = list(range(len(docs)))
+        nd = getattr(self, "nd", None)
+        if nd is not None and getattr(nd, "sigs", None) is not None and len(nd.doc_index):
+            di = np.asarray(nd.doc_index)
+            pos = np.searchsorted(di, rows)
+            ok = (pos < len(di)) & (di[np.minimum(pos, len(di) - 1)] == rows)
+            if ok.any():
+                out[ok] = np.asarray(nd.sigs[pos[ok]])
+            missing = np.flatnonzero(~ok).tolist()
+        for s0 in range(0, len(missing), 256):
+            part = missing[s0:s0 + 256]
+            out[part] = signatures_for_texts([self._text(rows[k]) for k in part], dc.shingle, dc.ngram, dc.num_perm,
+                                             dc.seed, dc.base_hash)
+        return out
+
+    # ---- after the stage wrote its survivors: the index, the report section
+    def finish(self, tmp: Path, removed: dict[int, dict[str, Any]], hashes: list[str], n_chars: list[int]) -> dict[str, Any]:
+        self._t = time.perf_counter()
+        self.rss.mark()
+        kept = [i for i in range(len(self.ids)) if i not in removed]
+        if self.dc.save_index:
+            b, r = banding(self.dc)
+            info = save_index(tmp / INDEX_DIR, [self.ids[i] for i in kept], [hashes[i] for i in kept], self._sigs(kept),
+                              index_params(self.dc, b, r))
+            self.rep["index"] = {"path": f"mixed_dedup/{INDEX_DIR}", **info}
+            self._perf("save_index", len(kept), 0)
+        self.rss.stop()
+        self.rep["near_step_peak_rss_mb"] = self.near_peak if hasattr(self, "near_peak") else None
+        self.rep["perf"] = self.perf
+        self.rep["funnel"] = self._funnel(removed, n_chars)
+        self.rep["params"] = {"urls": _plain(self.dc.urls), "lines": _plain(self.dc.lines),
+                              "paragraphs": _plain(self.dc.paragraphs), "substrings": _plain(self.dc.substrings),
+                              "against": list(self.dc.against), "save_index": self.dc.save_index}
+        return self.rep
+
+    def _funnel(self, removed: dict[int, dict[str, Any]], n_chars: list[int]) -> list[dict[str, Any]]:
+        for step in ("contamination", "copy_of_removed"):
+            self._snapshot(step, np.array(n_chars, dtype=np.int64), removed)
+        for step in ORDER:  # a step that did not run changes nothing
+            if step not in self.snap:
+                self.snap[step] = self.snap[ORDER[ORDER.index(step) - 1]] if step != "url" else self.snap["input"]
+        rows = []
+        order = ["input", *ORDER]
+        names = sorted(set(self.srcs), key=lambda x: self.priority.get(x, len(self.priority)))
+        srcs = np.array(self.srcs)
+        for a, b in zip(order, order[1:]):
+            for s in [*names, "all"]:
+                m = np.ones(len(srcs), dtype=bool) if s == "all" else srcs == s
+                x, y = self.snap[a][m], self.snap[b][m]
+                rows.append({"step": b, "source": s, "docs_in": int((x >= 0).sum()), "docs_out": int((y >= 0).sum()),
+                             "chars_in": int(x[x >= 0].sum()), "chars_out": int(y[y >= 0].sum())})
+        return rows
+
+    def close(self) -> None:
+        self.rss.stop()
+        self.ds = None
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _pick_examples(examples: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """Spans quoted across sources first (docstrings in docs pages), one per document, then the rest."""
+    def src(d: Any) -> str:
+        return str(d).split("/")[0]
+
+    cross = [x for x in examples if src(x["doc"]) != src(x["first_in"])]
+    out, docs = [], set()
+    for x in cross:
+        if x["doc"] not in docs:
+            out.append(x)
+            docs.add(x["doc"])
+    out += [x for x in cross + examples if x not in out]
+    return out[:k]
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    from ..config import to_plain
+    return to_plain(obj)

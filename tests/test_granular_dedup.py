@@ -1,0 +1,303 @@
+"""Stage 2's finer granularities: URL/origin, boilerplate lines, paragraphs, exact substrings (suffix
+array), and near dedup against an earlier run's index -- unit checks and one planted end-to-end run."""
+
+import json
+import random
+import sysconfig
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+import yaml
+from realtext import stdlib_docstrings
+
+import cross_source_dedup
+import mix_sampler
+from minideepseek.crossdedup.granular_config import UrlDedupConfig
+from minideepseek.crossdedup.lines import LineCounter
+from minideepseek.crossdedup.spans import BloomFilter, ParagraphDedup
+from minideepseek.crossdedup.substrings import _TOKEN, cut_text, find_repeats, have_pydivsufsort
+from minideepseek.crossdedup.urls import normalize_url, url_duplicates
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+# ---- URL / origin
+def test_url_normalization_and_origin_rule():
+    cfg = UrlDedupConfig()
+    rules = cfg.origin_rules
+    assert normalize_url("HTTPS://www.Example.com:443/a/index.html?utm_source=x&b=2&a=1") == "https://example.com/a?a=1&b=2"
+    assert normalize_url("https://example.com/a/") == normalize_url("https://example.com/a")
+    # the fragment names a record inside a file: kept unless asked
+    assert normalize_url("deb://f/chinese#5") != normalize_url("deb://f/chinese#6")
+    assert normalize_url("deb://f/chinese#5", drop_fragment=True) == normalize_url("deb://f/chinese#6", drop_fragment=True)
+    assert (normalize_url("https://docs.python.org/3.11/_sources/library/sched.rst.txt", rules=rules)
+            == normalize_url("https://docs.python.org/3.11/library/sched.html", rules=rules))
+    urls = ["https://a.org/x", "http://b.org/y", "https://www.a.org/x/?utm_medium=m", "", "", "https://a.org/x#frag"]
+    removed, _ = url_duplicates(urls, [True] * 6, lambda i: -len(urls[i]), cfg)
+    assert removed == {0: 2}  # the longest URL string wins here by the key; blank URLs never match
+
+
+# ---- lines
+def test_boilerplate_lines_removed_and_buckets_protect_common_lines():
+    rng = random.Random(0)
+    def word() -> str:
+        return "".join(rng.choice("abcdefghij") for _ in range(12))
+
+    docs = {f"d{i}": "\n".join(f"unique line {word()} {word()}" for _ in range(5)) for i in range(1000)}
+    for i in range(0, 1000, 100):  # "Thank you." in 10 of 1,000 documents: ~1 per 100-doc bucket
+        docs[f"d{i}"] += "\nThank you."
+    for i in range(300):  # a navigation line (its year varies) in 30% of the documents
+        docs[f"d{i}"] += f"\nSkip to main content | Home | About {2000 + i % 25}"
+    one = LineCounter(1000, 1000, 6, 1, seed=1)
+    many = LineCounter(1000, 100, 6, 1, seed=1)
+    for c in (one, many):
+        for d, t in docs.items():
+            c.add(d, t)
+        c.finish()
+    new, gone = one.strip("d0", docs["d0"])
+    assert gone == ["thank you.", "skip to main content | home | about 0000"] and "Thank you." not in new
+    assert new == docs["d0"].split("\nThank you.")[0]  # the unique lines all stay
+    # in 100-document buckets, 10 scattered "Thank you." lines stay under k = 6 per bucket
+    assert all("thank you." not in many.strip(d, t)[1] for d, t in docs.items())
+    assert many.n_buckets == 10
+    # lines with different digits are one boilerplate line (digits normalize to 0); unique lines stay
+    assert sum(1 for d in docs if "skip to main content | home | about 0000" in many.strip(d, docs[d])[1]) == 300
+
+
+# ---- paragraphs
+def test_repeated_paragraph_removed_after_first_occurrence():
+    para = "The DOM is extremely useful for random-access applications in many settings."
+    texts = [f"Intro one.\n{para}\nEnd one.", f"Intro two.\n{para}\nEnd two.", "Short\nShort\nSomething else entirely here."]
+    for exact in (False, True):
+        pd = ParagraphDedup(20, 40, 1e-9, exact)
+        out = [pd.strip(t) for t in texts]
+        assert out[0] == (texts[0], [])
+        assert out[1] == ("Intro two.\nEnd two.", [para])
+        assert out[2] == (texts[2], [])  # short paragraphs are never removed
+
+
+def test_bloom_filter_false_positive_rate_is_near_the_target():
+    bf = BloomFilter(20_000, 1e-3)
+    rng = random.Random(0)
+    xs = [rng.getrandbits(128) for _ in range(20_000)]  # 128-bit, like the xxh3_128 paragraph hashes
+    assert bf.check_and_add(xs).mean() < 1e-3  # while filling, the rate only grows to the target
+    assert bf.check_and_add(xs[:100]).all()  # everything added is found
+    fp = float(np.mean([bool(bf.check_and_add([rng.getrandbits(128)])[0]) for _ in range(5000)]))
+    assert fp < 3e-3, fp
+    assert abs(bf.expected_fp_rate(20_000) - 1e-3) < 3e-4
+
+
+# ---- substrings
+def _code_files(k: int) -> list[str]:
+    files = sorted(p for p in STDLIB.glob("*.py") if 3000 < p.stat().st_size < 20000)[:k]
+    return [p.read_text(encoding="utf-8", errors="replace")[:2500] for p in files]
+
+
+def _quote(files: list[str], docs: list[str]) -> str:
+    """A 60-token span of a docstring that is not in any of the files already."""
+    have = " ".join(" ".join(_TOKEN.findall(f)) for f in files)
+    for d in docs:
+        q = " ".join(_TOKEN.findall(d)[:60])
+        if len(q.split(" ")) == 60 and q[:80] not in have:
+            return q
+    raise AssertionError("no docstring to quote")
+
+
+def _brute_force_cut(docs: list[str], L: int) -> list[set[int]]:
+    """Token positions covered by a later occurrence of an L-token window (the definition, by dict)."""
+    toks = [[m.group() for m in _TOKEN.finditer(t)] for t in docs]
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for ts in toks:
+        cov: set[int] = set()
+        for p in range(len(ts) - L + 1):
+            w = tuple(ts[p:p + L])
+            if w in seen:
+                cov.update(range(p, p + L))
+            seen.add(w)
+        out.append(cov)
+    return out
+
+
+def test_quoted_span_removed_from_later_file_only():
+    files = _code_files(8)
+    quote = _quote(files, [d for _, d in stdlib_docstrings(50, 400, 1200)])
+    files[2] = files[2] + '\n"""' + quote + '"""\n'
+    files[6] = files[6][:800] + '\n    """' + quote + '"""\n' + files[6][800:]
+    res = find_repeats(list(enumerate(files)), 50, engine="numpy")
+    new = {i: cut_text(files[i], iv) for i, iv in res.cut.items()}
+    assert quote in new.get(2, files[2]) and quote not in new[6]
+    assert 6 in res.cut and res.tokens_removed >= 60
+    # exactly the brute-force definition: a window seen before is covered
+    cov = _brute_force_cut(files, 50)
+    assert res.tokens_removed == sum(len(c) for c in cov)
+
+
+def test_short_repeat_is_kept_and_engines_agree():
+    rng = random.Random(3)
+    words = [f"w{k}" for k in range(30)]
+    docs = [" ".join(rng.choice(words) for _ in range(300)) for _ in range(20)]
+    span = " ".join(rng.choice(words) for _ in range(55))
+    docs[4] += " " + span
+    docs[15] = span + " " + docs[15]
+    docs[9] += " " + " ".join(span.split()[:40])  # 40 tokens: below min_tokens, never removed alone
+    res = find_repeats(list(enumerate(docs)), 50, engine="numpy")
+    cov = _brute_force_cut(docs, 50)
+    assert res.tokens_removed == sum(len(c) for c in cov) and 15 in res.cut and 4 not in res.cut and 9 not in res.cut
+    if have_pydivsufsort():
+        ref = find_repeats(list(enumerate(docs)), 50, engine="pydivsufsort")
+        assert ref.cut == res.cut and ref.tokens_removed == res.tokens_removed
+    # cross_doc_only: a repeat inside one document stays, a repeat of another document's span goes
+    docs[7] += " " + docs[7][:400] + " " + span
+    both = find_repeats(list(enumerate(docs)), 50, engine="numpy")
+    cross = find_repeats(list(enumerate(docs)), 50, engine="numpy", cross_doc_only=True)
+    assert 7 in both.cut and 7 in cross.cut and 15 in cross.cut
+    assert sum(b - a for a, b in cross.cut[7]) < sum(b - a for a, b in both.cut[7])
+    assert docs[7][:400] in cut_text(docs[7], cross.cut[7])[400:]  # its own repeated block is kept
+    # max_tokens bounds memory by chunks of whole documents: a repeat across two chunks is not seen (documented)
+    small = find_repeats(list(enumerate(docs)), 50, engine="numpy", max_tokens=2000)
+    assert small.chunks > 1 and 15 not in small.cut and 4 not in small.cut
+
+
+def test_pydivsufsort_engine_matches_brute_force():
+    pytest.importorskip("pydivsufsort")
+    files = _code_files(12)
+    files[9] = files[9] + "\n" + files[1][200:900]
+    res = find_repeats(list(enumerate(files)), 50, engine="pydivsufsort")
+    assert res.tokens_removed == sum(len(c) for c in _brute_force_cut(files, 50)) and 9 in res.cut
+
+
+# ---- end to end: every step planted in one run, then a second run against the first one's index
+NAV = "Skip to main content | Home | Docs | About"
+PARA = "This paragraph is repeated verbatim in three different pages of the planted corpus, on purpose."
+
+
+@pytest.fixture()
+def planted(tmp_path):
+    docs = [d for _, d in stdlib_docstrings(140, 400, 2500, unique=True)]
+    web = []
+    for i, t in enumerate(docs[:60]):
+        body = t if i % 2 else NAV + "\n" + t  # the navigation line in 30 documents
+        if i in (5, 17, 33):
+            body += "\n" + PARA
+        web.append({"id": f"w{i}", "text": body, "url": f"https://docs.example.org/page{i}.html"})
+    # the same page fetched twice (www., a tracking parameter, a trailing slash)
+    web.append({"id": "w-dup-url", "text": docs[100], "url": "https://www.docs.example.org/page7.html/?utm_source=feed"})
+    files = _code_files(20)
+    quote = _quote(files, docs[100:])
+    files[3] += '\n"""' + quote + '"""\n'
+    files[11] = files[11][:500] + '\n"""' + quote + '"""\n' + files[11][500:]
+    code = [{"id": f"c{i}", "text": t, "url": f"https://example.org/src/f{i}.py"} for i, t in enumerate(files)]
+    for name, rows in (("web", web), ("code", code)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def config(run: str, extra: dict) -> Path:
+        cfg = {
+            "run": {"name": run, "seed": 3, "data_dir": str(tmp_path / "data"), "reports_dir": str(tmp_path / "reports")},
+            "sources": [
+                {"name": "web", "type": "local", "path": str(tmp_path / "web.jsonl"), "id_field": "id", "weight": 0.7},
+                {"name": "code", "type": "local", "path": str(tmp_path / "code.jsonl"), "id_field": "id", "weight": 0.3,
+                 "lang": "code"},
+            ],
+            "sampler": {"target_docs": len(web) + len(code), "num_proc": 1, "shortfall": "renormalize"},
+            "dedup": {"num_proc": 1, "scurve_docs": 20, **extra},
+            "decontam": {"enabled": False},
+        }
+        p = tmp_path / f"{run}.yaml"
+        p.write_text(yaml.safe_dump(cfg))
+        return p
+
+    return tmp_path, config, docs, quote
+
+
+def _removed(out: Path) -> dict[str, dict]:
+    return {r["id"]: r for r in map(json.loads, (out / "removed.jsonl").read_text().splitlines())}
+
+
+@pytest.mark.slow
+def test_planted_cases_end_to_end_and_against_earlier_index(planted):
+    tmp, config, docs, quote = planted
+    cfg1 = config("r1", {})
+    assert mix_sampler.main(["--config", str(cfg1)]) == 0
+    assert cross_source_dedup.main(["--config", str(cfg1)]) == 0
+    out = tmp / "data" / "r1" / "mixed_dedup"
+    rep = json.loads((tmp / "reports" / "r1" / "dedup_report.json").read_text())["granular"]
+    removed = _removed(out)
+    # 1. the duplicate URL: one of the pair is removed as a URL duplicate
+    assert rep["url"]["removed"] == 1 and [r["reason"] for r in removed.values()].count("url") == 1
+    # 2. the navigation line is gone from every kept web document, and tops the report
+    kept_texts = [r["text"] for r in datasets.load_from_disk(str(out))]
+    assert not any(NAV in t for t in kept_texts)
+    top = {x["line"]: x["removed_from_docs"] for x in rep["lines"]["top_lines"]}
+    assert top[NAV.lower()] >= 25
+    # 3. the repeated paragraph survives exactly once
+    assert sum(t.count(PARA) for t in kept_texts) == 1
+    assert rep["paragraphs"]["per_source"]["web"]["paragraphs_removed"] >= 2
+    # 4. the 60-token quote survives in exactly one code file
+    assert sum(quote in t for t in kept_texts) == 1
+    sub = rep["substrings"]
+    assert sub["sources"] == ["code"] and sub["spans_removed"] >= 1 and sub["tokens_removed"] >= 60
+    # 6. the funnel: every step's all-sources row, documents never increase
+    allrows = [r for r in rep["funnel"] if r["source"] == "all"]
+    assert [r["step"] for r in allrows] == rep["order"]
+    assert all(r["docs_out"] <= r["docs_in"] and r["chars_out"] <= r["chars_in"] for r in allrows)
+    assert allrows[-1]["docs_out"] == len(kept_texts)
+    assert (out / "dedup_index" / "index.json").is_file()
+    # determinism: same config + seed -> the same artifact
+    from minideepseek.stage import read_manifest
+    first = read_manifest(out)["fingerprint"]
+    assert cross_source_dedup.main(["--config", str(cfg1), "--force"]) == 0
+    assert read_manifest(out)["fingerprint"] == first
+
+    # 5. a second snapshot: a near-duplicate (3% of words edited) of a kept run-1 page, and new pages
+    rng = random.Random(1)
+    kept_web = [r for r in datasets.load_from_disk(str(out)) if r["source"] == "web" and len(r["text"]) > 800]
+    target = kept_web[0]
+    words = target["text"].split(" ")
+    for k in rng.sample(range(len(words)), max(1, len(words) // 33)):
+        words[k] += "q"
+    new = [{"id": "n-near", "text": " ".join(words), "url": "https://mirror.example.net/copy.html"}]
+    new += [{"id": f"n{i}", "text": t, "url": f"https://new.example.org/{i}"} for i, t in enumerate(docs[110:130])]
+    (tmp / "web.jsonl").write_text("".join(json.dumps(r) + "\n" for r in new))
+    (tmp / "code.jsonl").write_text("".join(json.dumps(r) + "\n" for r in
+                                            [{"id": "c-new", "text": _code_files(25)[-1], "url": "u"}]))
+    cfg2 = config("r2", {"against": [str(tmp / "data" / "r1")]})
+    y = yaml.safe_load(cfg2.read_text())
+    y["sampler"]["target_docs"] = len(new) + 1
+    cfg2.write_text(yaml.safe_dump(y))
+    assert mix_sampler.main(["--config", str(cfg2)]) == 0
+    assert cross_source_dedup.main(["--config", str(cfg2)]) == 0
+    rep2 = json.loads((tmp / "reports" / "r2" / "dedup_report.json").read_text())
+    ag = rep2["granular"]["against"]
+    rem2 = _removed(tmp / "data" / "r2" / "mixed_dedup")
+    against = {k: v for k, v in rem2.items() if v["reason"] == "against"}
+    assert ag["removed"] == len(against) == 1 and ag["near_matches"] == 1
+    (rid, rec), = against.items()
+    assert rec["kept"] == target["id"] and rec["jaccard"] >= 0.8 and rep2["removed"]["against"] == 1
+    # a mismatched MinHash setting is refused with the fix named
+    assert cross_source_dedup.main(["--config", str(cfg2), "--force", "--set", "dedup.num_perm=64"]) == 2
+
+
+def test_index_round_trip_and_withdrawal_filter(tmp_path):
+    from minideepseek.crossdedup.config import DedupConfig
+    from minideepseek.crossdedup.index import PriorIndex, filter_index, index_params, save_index
+    from minideepseek.crossdedup.near import banding
+    from minideepseek.dedup import signatures_for_texts
+
+    dc = DedupConfig()
+    b, r = banding(dc)
+    texts = [d for _, d in stdlib_docstrings(3, 400, 2000, unique=True)]
+    sigs = signatures_for_texts(texts, dc.shingle, dc.ngram, dc.num_perm, dc.seed, dc.base_hash)
+    params = index_params(dc, b, r)
+    save_index(tmp_path / "a" / "dedup_index", ["x", "y", "z"], ["hx", "hy", "hz"], sigs, params)
+    assert filter_index(tmp_path / "a" / "dedup_index", tmp_path / "b" / "dedup_index", {"y"}) == 1
+    idx = PriorIndex(str(tmp_path / "b"), params)
+    assert idx.ids == ["x", "z"] and set(idx.hashes) == {"hx", "hz"} and idx.ds is None
+    assert (idx.sigs == sigs[[0, 2]]).all()
+    pairs = idx.candidates(np.asarray(idx.keys))  # every indexed document is its own candidate
+    assert {(int(q), int(k)) for q, k in pairs} >= {(0, 0), (1, 1)}
+    from minideepseek.config import ConfigError
+    with pytest.raises(ConfigError, match="num_perm"):
+        PriorIndex(str(tmp_path / "b"), {**params, "num_perm": 64})
