@@ -226,6 +226,9 @@ def test_short_run_outputs_and_report(chain):
     assert np.mean([r["loss"] for r in train[-50:]]) < 0.9 * np.mean([r["loss"] for r in train[:10]])
     assert (out / "smoke_train_loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "checkpoint.pt").is_file() and not (tmp / "data" / "t" / "smoke_train.ckpt").exists()
+    from minideepseek.train.trainer import load_checkpoint
+
+    assert load_checkpoint(out / "checkpoint.pt")["step"] == man["counters"]["steps"]  # plain types only
     rep_dir = tmp / "reports" / "t"
     md = (rep_dir / "smoke_train.md").read_text()
     for row in ("数据目录", "样本长度", "batch 配置", "模型规模", "tokenizer", "step 范围", "loss 曲线",
