@@ -133,7 +133,10 @@ def project(f: dict[str, Any], a: BillAssumptions, fit: dict[str, Any] | None = 
         for s in STAGES:
             st = f["stages"][s]
             cpu_run = (measured or {}).get(s, {}).get("cpu_s") or st["wall_s"] * st["cpus"] * a.cpu_util
-            e = a.exponents.get(s, (fit.get(s) or {}).get("time_exponent", 1.0))
+            e = a.exponents.get(s)
+            if e is None:
+                e = (fit.get(s) or {}).get("time_exponent")
+            e = 1.0 if e is None else e
             cpu = cpu_run * (u[s] / base[s]) ** e
             mf = (fit.get(s) or {}).get("rss_linear")  # [intercept_mb, mb_per_unit]
             if mf:
