@@ -214,7 +214,9 @@ def measure_size(tokens: float, args: argparse.Namespace) -> dict[str, Any]:
     for a, (docs, ch, tok) in thr.items():
         w = stages[a]["wall_s"]
         stages[a]["throughput"] = {"docs_per_s": docs and round(docs / w, 1), "mb_per_s": round(ch / 1e6 / w, 2),
-                                   "tokens_per_s": tok and round(tok / w)}
+                                   "tokens_per_s": tok and round(tok / w),
+                                   # per CPU-second: what the work costs, less bent by a loaded machine
+                                   "tokens_per_cpu_s": round((tok or f["ds_tokens_sampled"]) / stages[a]["cpu_s"])}
     return {"target_tokens": tokens, "corpus": corpus, "corpus_build_s": round(build_s, 1),
             "sampled_tokens": f["ds_tokens_sampled"], "packed_tokens": f["ours_tokens"],
             "filter_keep": f["filter_keep"], "dedup_keep": f["dedup_keep"], "stages": stages}
@@ -229,6 +231,15 @@ def _slope(xs: list[float], ys: list[float]) -> float | None:
     return round(sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / den, 3) if den else None
 
 
+def _linear(u: list[float], y: list[float]) -> list[float] | None:
+    """[intercept, slope >= 0] of y against u by least squares (None with fewer than two sizes)."""
+    if len(u) < 2 or max(u) == min(u):
+        return None
+    mu, my = sum(u) / len(u), sum(y) / len(y)
+    b = max(sum((x - mu) * (v - my) for x, v in zip(u, y)) / sum((x - mu) ** 2 for x in u), 0.0)
+    return [round(my - b * mu, 2), b]
+
+
 def fit(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Growth exponents per stage against the packed tokens, and RSS = a + b x units (least squares)."""
     out = {}
@@ -237,30 +248,37 @@ def fit(results: list[dict[str, Any]]) -> dict[str, Any]:
         st = [r["stages"][a] for r in results]
         u = [s["units"] for s in st]
         rss = [s["peak_rss_tree_mb"] for s in st]
-        lin = None
-        if len(st) >= 2 and max(u) > min(u):
-            mu, mr = sum(u) / len(u), sum(rss) / len(rss)
-            b = sum((x - mu) * (y - mr) for x, y in zip(u, rss)) / sum((x - mu) ** 2 for x in u)
-            lin = [round(mr - max(b, 0) * mu, 1), max(b, 0)]
         out[a] = {"wall_exponent": _slope(xs, [s["wall_s"] for s in st]),
                   "time_exponent": _slope(xs, [s["cpu_s"] for s in st]),
-                  "rss_exponent": _slope(xs, rss), "rss_linear": lin}
+                  "rss_exponent": _slope(xs, rss), "rss_linear": _linear(u, rss),
+                  # CPU-s = fixed + marginal x units: at small sizes the fixed part (imports, models,
+                  # reports) bends the log-log exponent below 1; the marginal cost is what scales
+                  "cpu_linear": _linear(u, [s["cpu_s"] for s in st])}
     return out
 
 
+def _per_cpu(r: dict[str, Any], a: str) -> int:
+    """Tokens (ours for stage 4, DeepSeek's before) per CPU-second of the stage."""
+    s = r["stages"][a]
+    return round((r["packed_tokens"] if a == "packed" else r["sampled_tokens"]) / s["cpu_s"])
+
+
 def markdown(results: list[dict[str, Any]], fits: dict[str, Any]) -> str:
-    lines = ["| size (packed tokens) | stage | wall s | CPU s | peak RSS tree MB | written MB | docs/s | MB/s | tokens/s |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| size (packed tokens) | stage | wall s | CPU s | peak RSS tree MB | written MB | docs/s | MB/s | tokens/s "
+             "| tokens per CPU-s |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         for a in STAGES:
             s, t = r["stages"][a], r["stages"][a]["throughput"]
             lines.append(f"| {r['packed_tokens']:,.0f} | {SCRIPTS[a]} | {s['wall_s']} | {s['cpu_s']} | "
                          f"{s['peak_rss_tree_mb']} | {s['bytes_written'] / 2**20:,.1f} | {t['docs_per_s'] or ''} | "
-                         f"{t['mb_per_s']} | {t['tokens_per_s'] or ''} |")
-    lines += ["", "| stage | wall exponent | CPU-s exponent | RSS exponent |", "|---|---:|---:|---:|"]
+                         f"{t['mb_per_s']} | {t['tokens_per_s'] or ''} | {_per_cpu(r, a)} |")
+    lines += ["", "| stage | wall exponent | CPU-s exponent | RSS exponent | CPU-s fixed + per 1M units | RSS MB fixed "
+              "+ per 1M units |", "|---|---:|---:|---:|---:|---:|"]
     for a in STAGES:
         f = fits[a]
-        lines.append(f"| {SCRIPTS[a]} | {f['wall_exponent']} | {f['time_exponent']} | {f['rss_exponent']} |")
+        cl, rl = f.get("cpu_linear"), f.get("rss_linear")
+        lines.append(f"| {SCRIPTS[a]} | {f['wall_exponent']} | {f['time_exponent']} | {f['rss_exponent']} | "
+                     f"{cl and f'{cl[0]:.1f} + {cl[1] * 1e6:.2f}'} | {rl and f'{rl[0]:.0f} + {rl[1] * 1e6:.1f}'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -272,15 +290,20 @@ def main() -> int:
     p.add_argument("--near", type=float, default=0.03)
     p.add_argument("--swap", type=float, default=0.08)
     p.add_argument("--seed", type=int, default=20)
+    p.add_argument("--refit", action="store_true", help="recompute fit.json/results.md from results.json only")
     args = p.parse_args()
     out = ROOT / "bench" / "out" / "scale"
     old = out / "results.json"  # sizes measured by an earlier call are kept (one size per call is fine)
     results = [r for r in json.loads(old.read_text())] if old.is_file() else []
-    for n in [float(x) for x in args.sizes.split(",")]:
+    for n in [] if args.refit else [float(x) for x in args.sizes.split(",")]:
         results = sorted([r for r in results if r["target_tokens"] != n] + [measure_size(n, args)],
                          key=lambda r: r["target_tokens"])
         fits = fit(results)
         (out / "results.json").write_text(json.dumps(results, indent=1))
+        (out / "fit.json").write_text(json.dumps({"sizes": [r["target_tokens"] for r in results], "fit": fits}, indent=1))
+        (out / "results.md").write_text(markdown(results, fits))
+    if args.refit:
+        fits = fit(results)
         (out / "fit.json").write_text(json.dumps({"sizes": [r["target_tokens"] for r in results], "fit": fits}, indent=1))
         (out / "results.md").write_text(markdown(results, fits))
     print((out / "results.md").read_text())

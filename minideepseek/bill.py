@@ -10,9 +10,10 @@ assumption of which is a CLI option (``python report.py bill RUN --help``):
   its training sample (``sample_ratio`` of the deduplicated text, optionally capped), stage 4 the
   packed tokens. Changing a keep rate (e.g. a real crawl keeps ~10%, the curated demo ~77%) changes
   how much stage 1 must read.
-* **Time.** CPU-seconds per unit from the run (measured CPU-s when a scale bench's ``measure.json`` is
-  given, else ``wall x cpus x cpu_util``), grown as ``(units / run_units) ** exponent``: exponent 1
-  (linear) unless a scale-bench fit (``--scale-fit``) or ``--exponent stage=x`` says otherwise.
+* **Time.** CPU-seconds per unit from the run (measured CPU-s for a scale-bench run, else ``wall x
+  cpus x cpu_util``), grown as ``(units / run_units) ** exponent``: exponent 1 (linear) unless
+  ``--exponent stage=x``; with a scale-bench fit (``--scale-fit``), ``fixed + marginal x units`` from
+  the bench's sizes (its log-log exponents are bent below 1 by fixed costs at small sizes).
   Wall on N cores = CPU-s / (N x parallel_efficiency).
 * **Memory.** ``base + slope x units`` per stage: the run's RSS above ``--base-rss-mb`` grows with
   the units (stage 1 holds a local source's records, stage 2 the signatures, stage 3 the BPE trainer's
@@ -136,8 +137,12 @@ def project(f: dict[str, Any], a: BillAssumptions, fit: dict[str, Any] | None = 
         for s in STAGES:
             st = f["stages"][s]
             cpu_run = (measured or {}).get(s, {}).get("cpu_s") or st["wall_s"] * st["cpus"] * a.cpu_util
-            e = a.exponents.get(s, (fit.get(s) or {}).get("time_exponent", 1.0))
-            cpu = cpu_run * (u[s] / base[s]) ** e
+            e = a.exponents.get(s)
+            if e is None:
+                e = (fit.get(s) or {}).get("time_exponent")
+            e = 1.0 if e is None else e
+            cl = (fit.get(s) or {}).get("cpu_linear")  # [fixed CPU-s, CPU-s per unit]: the marginal cost
+            cpu = cl[0] + cl[1] * u[s] if cl and s not in a.exponents else cpu_run * (u[s] / base[s]) ** e
             mf = (fit.get(s) or {}).get("rss_linear")  # [intercept_mb, mb_per_unit]
             if mf:
                 rss = mf[0] + mf[1] * u[s]
@@ -193,6 +198,9 @@ def _t(x: float) -> str:
     return f"{x / 1e12:g}T" if x >= 1e12 else f"{x / 1e9:g}B" if x >= 1e9 else f"{x / 1e6:g}M"
 
 
+_FIT = "CPU-s and RSS = fixed + marginal x units from the scale-bench fit"
+
+
 def markdown(b: dict[str, Any], run: str) -> str:
     f, a = b["facts"], b["assumptions"]
     cores = a["cores"]
@@ -201,7 +209,8 @@ def markdown(b: dict[str, Any], run: str) -> str:
              f"ours packed; filter keep {100 * f['filter_keep']:.1f}% of {f['docs_evaluated'] or 0:,} documents, dedup keep "
              f"{100 * f['dedup_keep']:.2f}%, tokenizer sample {100 * f['tokenizer_sample_ratio']:.0f}% of the text. "
              f"Time from {'measured CPU-seconds (scale bench)' if b['measured'] else 'wall x CPUs x cpu_util'}; growth "
-             f"exponents {'from the scale-bench fit' if b['fit'] else 'linear (1.0) unless set'}. Assumptions: "
+             f"{_FIT if b['fit'] else 'exponents linear (1.0) unless set'}. "
+             f"Assumptions: "
              f"`{json.dumps({k: v for k, v in a.items() if v not in (None, {}, ())})}`.", "",
              "| stage | run wall s | run peak RSS MB | " + " | ".join(f"{_t(r['target_tokens'])}: core-h / RSS"
                                                            for r in b["rows"]) + " |",

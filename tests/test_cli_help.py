@@ -66,8 +66,13 @@ def test_help_examples_parse_and_load(script: str, monkeypatch: pytest.MonkeyPat
             from minideepseek.dashboard.drift import Thresholds
 
             args = mod.parse_args(argv)
-            assert args.cmd in ("show", "compare")
+            assert args.cmd in ("show", "compare", "bill")
             Thresholds.parse(args.threshold)
+            if args.cmd == "bill":  # its assumptions validate (keep rates, exponents' stage names)
+                from minideepseek.bill import BillAssumptions
+
+                BillAssumptions(filter_keep=args.filter_keep, exponents={
+                    k: float(v) for k, _, v in (e.partition("=") for e in args.exponent)})
             continue
         args = mod.build_parser().parse_args(argv)
         from minideepseek.runconfig import load_stage_config

@@ -183,3 +183,14 @@ def test_stale_upstream_and_bad_config_refused(chain, capsys):
     assert pack_shuffle.main(["--config", str(cfg), "--set", "pack.tail=truncate"]) == 2
     assert pack_shuffle.main(["--config", str(cfg), "--set", "pack.seq_len=8"]) == 2
     assert pack_shuffle.main(["--config", str(cfg), "--set", "pack.max_shard_bytes=100"]) == 2
+
+
+def test_encoder_auto_and_hf_write_identical_blocks(chain):
+    """tiktoken (pack.encoder auto) and HF write byte-identical shards; the report counts the check."""
+    man_a, rep_a, _ = _pack(chain)
+    man_h, rep_h, _ = _pack(chain, "pack.encoder=hf")
+    assert rep_a["encoder"]["engine"] == "tiktoken", rep_a["encoder"]
+    c = rep_a["encoder"]["check"]
+    assert c["docs_encoded"] == rep_a["docs"] and c["docs_checked"] >= 1 and c["mismatches"] == 0
+    assert rep_h["encoder"]["engine"] == "hf" and rep_h["encoder"]["check"] is None
+    assert _data_files(man_a) == _data_files(man_h)
