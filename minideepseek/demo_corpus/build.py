@@ -37,7 +37,7 @@ from .fetch import Fetcher, Shortfall
 log = logging.getLogger("minideepseek.demo_corpus")
 
 # Bump when the selection or record layout changes: old builds stay valid under their own name.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 TIERS: tuple[str, ...] = ("portable", "debian")
 MANIFEST = "manifest.json"
 
