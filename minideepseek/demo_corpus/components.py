@@ -214,9 +214,18 @@ def pypi(name: str, version: str) -> Source:
 
 
 PYDOC = "usr/share/doc/python3.11/html/"
+DJANGO = "usr/share/doc/python-django-doc/html/"
 R_PACKAGES = ("lme4", "zoo", "sandwich", "survival", "coin", "vcd", "partykit", "surveillance",
               "emmeans", "multcomp", "plm", "xts", "spdep", "vegan", "glmnet", "strucchange",
-              "forecast", "gstat")
+              "forecast", "gstat",
+              # v2: more vignettes, so a 12M-token demo mix meets the academic 10% (v1's ~3 MB ran
+              # out at ~0.75M tokens). Packages whose vignettes are all stubs or absent are not
+              # listed (measured: lavaan, metafor, mice, nlme, quantreg, rcpp, urca, ... give none).
+              "rstanarm", "spatstat", "data.table", "actuar", "flexmix", "afex", "fitdistrplus",
+              "loo", "desolve", "ordinal", "effects", "psych", "rpart", "brms", "mcmc", "dplyr",
+              "robustbase", "sf", "sp", "vctrs", "rcppeigen", "network", "effectsize", "ape",
+              "phangorn", "pscl", "party", "matrix", "bayesplot", "rstan", "kernlab", "tibble",
+              "bbmle", "datawizard", "tm", "glmmtmb", "gbm", "foreach", "e1071", "dbplyr")
 TEST_DIRS = r"(^|/)(test|tests|idle_test|testdata|benchmarks|site-packages)/"
 
 
@@ -238,6 +247,18 @@ def default_components() -> list[Component]:
         Component("debian_handbook_en", "web_en", D, "GPL-2.0-or-later OR CC-BY-SA-3.0",
                   deb("debian-handbook"),
                   select_files(r"^usr/share/doc/debian-handbook/html/en-US/[^/]+\.html$", "html")),
+        # v2: more English documentation prose, so a 12M-token demo mix meets the web 40%
+        # (v1's English ran out at ~3.8M tokens after the filters). Highlighted-source pages
+        # (_modules/) and generated indexes are left out: they are code listings, not prose.
+        Component("django_docs_html", "web_en", D, "BSD-3-Clause", deb("python-django-doc"),
+                  select_files(rf"^{DJANGO}.*\.html$", "html",
+                               exclude=rf"^{DJANGO}(_modules|_static|_images|_sources)/|/(genindex[^/]*|search|py-modindex)\.html$")),
+        Component("git_docs_html", "web_en", D, "GPL-2.0-only", deb("git-doc"),
+                  select_files(r"^usr/share/doc/git-doc/.*\.html$", "html")),
+        Component("debian_reference_en", "web_en", D, "GPL-2.0-or-later", deb("debian-reference-en"),
+                  select_files(r"^usr/share/debian-reference/[^/]+\.en\.html$", "html")),
+        Component("developers_reference_en", "web_en", D, "GPL-2.0-only", deb("developers-reference"),
+                  select_files(r"^usr/share/developers-reference/[^/]+\.html$", "html")),
         # --- code
         Component("python_stdlib", "code", P, "PSF-2.0", _stdlib_source(),
                   select_files(r"\.py$", "code", exclude=TEST_DIRS)),
@@ -256,6 +277,11 @@ def default_components() -> list[Component]:
                                contains=b'<img class="math')),
         Component("pari_doc_tex", "math", D, "GPL-2.0-or-later", deb("pari-doc"),
                   select_files(r"^usr/share/pari/doc/[^/]+\.tex$", "tex")),
+        # v2: the Maxima CAS manual (formulas as text, e.g. integrate(x^2, x)): v1's math ran out
+        # at ~1.8M tokens; the single-page copy and the tables of contents would be duplicates
+        Component("maxima_docs_html", "math", D, "GPL-2.0-only", deb("maxima-doc"),
+                  select_files(r"^usr/share/doc/maxima-doc/html/[^/]+\.html$", "html",
+                               exclude=r"/maxima_(singlepage|toc|ovr)\.html$")),
         # --- academic: R vignettes, many of them published JSS papers
         *[Component(f"rcran_{name}", "academic", D, "GPL-2.0-or-later", deb(f"r-cran-{name}"),
                     collect_vignettes) for name in R_PACKAGES],
