@@ -49,3 +49,17 @@ def new_trainer(cfg: TokenizerConfig) -> trainers.BpeTrainer:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
+
+
+def byte_decoder() -> dict[str, int]:
+    """ByteLevel's printable character -> byte (GPT-2's bytes_to_unicode, inverted): the alphabet our
+    vocabulary is written in (the evaluation shows tokens' bytes; the fast encoder rebuilds ranks)."""
+    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}

@@ -18,7 +18,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from ..tokencount import deepseek_tokenizer_path
-from .build import normalize
+from .build import byte_decoder, normalize
 
 
 @dataclass
@@ -151,24 +151,9 @@ def normalizer_changes(heldout: dict[str, list[str]], normalizer: str, top: int 
     return out
 
 
-
-
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's byte <-> printable-character table that ByteLevel uses (the vocabulary is written in it)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
-
-
 def token_bytes(tok: Tokenizer) -> dict[int, bytes]:
     """Every learned (non-special) token's raw bytes."""
-    dec = _byte_decoder()
+    dec = byte_decoder()
     specials = {t.content for t in tok.get_added_tokens_decoder().values()}
     return {i: bytes(dec[ch] for ch in s) for s, i in tok.get_vocab().items() if s not in specials}
 

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from .build import _DEEPSEEK_SPLITS
+from .build import _DEEPSEEK_SPLITS, byte_decoder
 
 log = logging.getLogger(__name__)
 
@@ -78,19 +78,6 @@ def deepseek_pattern() -> str:
                   rf"|\s+(?![^\s\p{{N}}{c}])|\s+")
     return (rf"\p{{N}}{{1,3}}|{cjk_alts}|(?:(?!{cjk_alts})[{c}])+"
             rf"|{other_alts}|(?:(?!{other_alts})[^\p{{N}}{c}])+")
-
-
-def _byte_decoder() -> dict[str, int]:
-    """ByteLevel's printable character -> byte (GPT-2's bytes_to_unicode, inverted)."""
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
 
 
 def _pre_split_pattern(pre: dict[str, Any] | None) -> str | None:
@@ -128,7 +115,7 @@ def plan(tok: Tokenizer) -> tuple[dict[bytes, int] | None, str | None, str]:
         return None, None, "BPE options (dropout/prefix/suffix/byte_fallback/ignore_merges) not supported"
     specials = {a["id"] for a in d.get("added_tokens", [])}
     vocab: dict[str, int] = m["vocab"]
-    dec = _byte_decoder()
+    dec = byte_decoder()
     try:
         ranks = {bytes(dec[ch] for ch in t): i for t, i in vocab.items() if i not in specials}
     except KeyError:
