@@ -66,6 +66,9 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/dedup_scale")
     ap.add_argument("--base-hash", default="mix64", choices=["mix64", "sha1"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-granular", action="store_true",
+                    help="document-level dedup only (url/lines/paragraphs/substrings off): the MinHash engine "
+                         "alone, comparable with checkouts from before issue 19")
     args = ap.parse_args()
     work = Path(args.workdir)
     shutil.rmtree(work, ignore_errors=True)
@@ -74,7 +77,9 @@ def main() -> None:
         "run": {"name": "scale", "data_dir": str(work / "data"), "reports_dir": str(work / "reports")},
         "dedup": {"base_hash": args.base_hash, "verify": "estimated", "scurve_docs": 100, "num_proc": 2,
                   # issue 19's steps: lines/paragraphs on every source, substrings on the "code" one
-                  "substrings": {"sources": ["code"]}},
+                  "substrings": {"sources": ["code"]},
+                  **({k: {"enabled": False} for k in ("urls", "lines", "paragraphs", "substrings")}
+                     if args.no_granular else {})},
         "decontam": {"enabled": False}}, "bench")
     up_hash = make_upstream(cfg.run.run_dir, args.docs, args.seed)
     gen_s = time.time() - t0
