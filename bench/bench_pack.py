@@ -29,12 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from minideepseek.arrow_io import shard_paths  # noqa: E402
+from minideepseek.fastbpe import encoder_summary  # noqa: E402
 from minideepseek.mapped import MappedArrow  # noqa: E402
 from minideepseek.packing.config import PackConfig, PackStageConfig  # noqa: E402
 from minideepseek.packing.packer import DocBatch, pack_documents  # noqa: E402
 from minideepseek.rng import rng_for  # noqa: E402
 from minideepseek.runconfig import load_stage_config  # noqa: E402
-from minideepseek.tokenizer.fast_encode import encoder_summary  # noqa: E402
 from minideepseek.tokenizer.io import char_slices, load_tokenizer  # noqa: E402
 
 

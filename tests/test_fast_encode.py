@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minideepseek.tokenizer import fast_encode
+from minideepseek import fastbpe as fast_encode
+from minideepseek.fastbpe import EncoderMismatch, compare_ids, encoder_summary, plan, use_encoder
 from minideepseek.tokenizer.build import new_tokenizer, new_trainer
 from minideepseek.tokenizer.config import TokenizerConfig
-from minideepseek.tokenizer.fast_encode import EncoderMismatch, compare_ids, encoder_summary, plan, use_encoder
 from minideepseek.tokenizer.io import encode_docs
 from tests.realtext import real_texts
 from tests.test_tokenizer_lossless import random_unicode
@@ -111,3 +111,23 @@ def test_falls_back_when_ids_cannot_be_guaranteed():
     t2 = _train(1000, 10)
     t2.encode_special_tokens = False
     assert plan(t2)[2].startswith("encode_special_tokens")
+
+
+def test_deepseek_token_counter_counts_exactly_what_hf_counts(monkeypatch):
+    """Stages 1-2 count DeepSeek-V3 tokens with tiktoken: the reference tokenizer.json (empty normalizer
+    sequence, its own spelling of the pre-split regexes, added tokens outside the vocabulary) passes
+    ``plan``, and every count equals HF's, also for texts holding added-token text (counted by HF)."""
+    from minideepseek.tokencount import COUNTER_ENV, TokenCounter
+
+    fast = TokenCounter("deepseek")
+    assert fast.engine == "tiktoken", fast.reason
+    monkeypatch.setenv(COUNTER_ENV, "hf")
+    hf = TokenCounter("deepseek")
+    assert hf.engine == "hf" and hf.fast is None
+    big = [p.read_text(encoding="utf-8") for p in sorted(STDLIB.glob("*.py"))[:80]]
+    special = ["a <｜begin▁of▁sentence｜>b<｜end▁of▁sentence｜>", "x<｜place▁holder▁no▁7｜>y 12345"]
+    texts = _corpus() + big + _tricky(3_000, 9) + special
+    assert fast.count(texts) == hf.count(texts)
+    assert fast.count(special) == [len(hf.tok.encode(t, add_special_tokens=False).ids) for t in special]
+    c = fast.fast.counters
+    assert c.docs_checked >= 1 and c.mismatches == 0 and c.docs_encoded == len(texts) - len(special)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 # Ideographs (CJK Unified + extensions A-F + compatibility), the ideographic iteration/zero marks
 # 々〆〇, hiragana, katakana (full- and half-width), hangul syllables and jamo.
@@ -59,6 +60,7 @@ def is_mostly_cjk(text: str) -> bool:
     return cjk_ratio(text) > MOSTLY_CJK
 
 
+@lru_cache(maxsize=1 << 16)  # called per word by the Gopher/C4 rules: ~2M times on the demo
 def is_symbol_word(word: str) -> bool:
     """True for a token made only of punctuation and symbols (``|``, ``--``, ``，``, ``»``)."""
     return all(unicodedata.category(ch)[0] in "PS" for ch in word)

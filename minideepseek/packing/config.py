@@ -13,7 +13,7 @@ from ..runconfig import RunConfig
 class PackConfig:
     # batch_docs and num_threads change how fast the stage runs, never what it writes (the tail is
     # carried across batches, so block contents do not depend on batch boundaries: tested).
-    # encoder too: "auto" (tiktoken) gives HF's ids exactly, checked (tokenizer/fast_encode.py)
+    # encoder too: "auto" (tiktoken) gives HF's ids exactly, checked (fastbpe.py)
     EXEC_ONLY: ClassVar[tuple[str, ...]] = ("batch_docs", "num_threads", "encoder")
 
     seq_len: int = 4096  # tokens per block (the seed's SEQ_LEN); DeepSeek-V3 pretrains at 4K

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..fastbpe import use_encoder
 from ..mapped import MappedArrow
 from ..tokenizer.config import EOT_ID, PAD_ID
-from ..tokenizer.fast_encode import use_encoder
 from ..tokenizer.io import encode_docs, load_tokenizer
 from .config import PackConfig
 from .packer import (

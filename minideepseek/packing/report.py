@@ -125,7 +125,7 @@ def _target_sentence(target: dict[str, Any] | None) -> str:
 
 
 def _encoder_cell(e: dict[str, Any] | None) -> str:
-    """The tokenize engine and its identity check against HF (tokenizer/fast_encode.py)."""
+    """The tokenize engine and its identity check against HF (fastbpe.py)."""
     if not e:
         return "HF tokenizers"
     if e["engine"] != "tiktoken":

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from ..arrow_io import shard_paths
+from ..fastbpe import encoder_summary, use_encoder
 from ..fsio import write_json_atomic, write_text_atomic
 from ..mapped import MappedArrow
 from ..pipeline import MIXED_DEDUP, PACKED, TOKENIZER
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
 from ..stage import InputRef, Manifest, StageRun, read_manifest, require_upstream
-from ..tokenizer.fast_encode import encoder_summary, use_encoder
 from ..tokenizer.io import load_tokenizer
 from .by_source import pack_by_source
 from .config import PackStageConfig

