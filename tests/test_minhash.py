@@ -210,6 +210,23 @@ def test_mix64_flat_batch_with_short_and_empty_docs(docs: list[str], kind: str) 
     assert np.array_equal(signatures_for_texts(batch[:1] + batch[3:4], kind, 5, 128, 1, "mix64"), flat[[0, 3]])
 
 
+@pytest.mark.parametrize("kind", ["char", "word"])
+@pytest.mark.parametrize("base_hash", ["mix64", "sha1"])
+def test_batch_distinct_flat_is_each_documents_distinct_set(docs: list[str], kind: str, base_hash: str) -> None:
+    """The flat form the signatures are computed from holds, document after document, exactly each
+    document's distinct base hashes (neighbouring documents sharing hashes, repeats, short and empty
+    documents at the start, middle and end)."""
+    from minideepseek.dedup.shingles import batch_distinct_flat
+
+    batch = ["", docs[0], docs[0], "ab c", "", docs[1] * 3, "x", "一二三", docs[2], "   "]
+    flat, counts = batch_distinct_flat(batch, kind, 5, base_hash)
+    per_doc = batch_shingle_hashes(batch, kind, 5, base_hash)
+    assert counts.tolist() == [len(h) for h in per_doc] and len(flat) == counts.sum()
+    ends = np.cumsum(counts)
+    for i, h in enumerate(per_doc):
+        assert np.array_equal(np.sort(flat[ends[i] - counts[i]:ends[i]]), np.sort(h)), f"doc {i}"
+
+
 def test_cjk_characters_are_words() -> None:
     got = words(normalize_text("我爱Python编程。OK 3.14，好"))
     assert got == ["我", "爱", "python", "编", "程", "。", "ok", "3.14,", "好"]

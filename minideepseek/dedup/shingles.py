@@ -233,7 +233,9 @@ def _mix64_flat(norms: list[str], kind: str, n: int) -> tuple[np.ndarray, np.nda
     if kind == "char":
         lens = np.fromiter(map(len, norms), dtype=np.int64, count=len(norms))
         joined = "".join(norms).encode("utf-32-le", _ERRORS)
-        units = np.frombuffer(joined, dtype="<u4")  # uint32: the fold's xor widens to uint64 in place
+        # widened once: xor-ing uint32 slices into the uint64 state made every fold step a mixed-type
+        # ufunc call (numpy's buffered cast path), most of the window hashing's time
+        units = np.frombuffer(joined, dtype="<u4").astype(np.uint64)
     else:
         per_doc = [words(s) for s in norms]
         lens = np.fromiter(map(len, per_doc), dtype=np.int64, count=len(per_doc))
@@ -245,8 +247,11 @@ def _mix64_flat(norms: list[str], kind: str, n: int) -> tuple[np.ndarray, np.nda
     ends = np.cumsum(lens)
     counts = np.where(lens >= n, lens - n + 1, np.minimum(lens, 1))
     if (lens >= n).all():
-        # a window is valid when it ends inside its document: drop the n - 1 that straddle a boundary
-        valid = np.arange(len(win)) + n <= np.repeat(ends, lens)[:len(win)]
+        # a window is valid when it ends inside its document: drop the n - 1 that straddle each
+        # boundary (positions end-n+1 .. end-1), found from the ends alone, not a per-window array
+        valid = np.ones(len(win), dtype=bool)
+        straddle = (ends[:-1, None] - np.arange(n - 1, 0, -1)[None, :]).ravel()
+        valid[straddle[straddle < len(win)]] = False
         return win[valid], counts
     parts = []  # some documents shorter than n: one whole-document shingle each, in document order
     for size, end in zip(lens.tolist(), ends.tolist()):
@@ -256,6 +261,26 @@ def _mix64_flat(norms: list[str], kind: str, n: int) -> tuple[np.ndarray, np.nda
         elif size:
             parts.append(np.array([_fold_scalar(units[off:end].tolist())], dtype=np.uint32))
     return (np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)), counts
+
+
+def _mix64_distinct_flat(norms: list[str], kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per document its distinct mix64 base hashes, sorted, as one flat array and the count per
+    document: each document's slice sorted in place (uint32 sorts are fast; one sort of the whole
+    batch by (document, hash) keys was slower, measured), then one mask for the whole batch."""
+    flat, counts = _mix64_flat(norms, kind, n)
+    ends = np.cumsum(counts)
+    for c, e in zip(counts.tolist(), ends.tolist()):
+        if c > 1:
+            flat[e - c:e].sort()
+    if len(flat) < 2:
+        return flat, counts
+    keep = np.empty(len(flat), dtype=bool)
+    keep[0] = True
+    np.not_equal(flat[1:], flat[:-1], out=keep[1:])
+    keep[(ends - counts)[counts > 0]] = True  # a document's first hash is new even if equal to the last one's
+    pos = np.flatnonzero(keep)
+    distinct = np.diff(np.searchsorted(pos, np.concatenate(([0], ends))))
+    return flat[pos], distinct.astype(np.int64)
 
 
 def _mix64_batch(norms: list[str], kind: str, n: int) -> list[np.ndarray]:
@@ -279,6 +304,19 @@ def batch_shingle_hashes(texts: Sequence[str], kind: ShingleKind = "char", n: in
     if kind == "char":
         return [_sha1_distinct(s, n, "") for s in norms]
     return [_sha1_distinct(words(s), n, " ") for s in norms]
+
+
+def batch_distinct_flat(texts: Sequence[str], kind: ShingleKind = "char", n: int = 5,
+                        base_hash: BaseHash = DEFAULT_BASE_HASH) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`batch_shingle_hashes` as one flat uint32 array (document after document) and the count
+    per document: what ``minhash.signatures_flat`` takes, without a list of per-document arrays."""
+    _check(kind, n, base_hash)
+    if base_hash == "mix64":
+        return _mix64_distinct_flat([normalize_text(t) for t in texts], kind, n)
+    per_doc = batch_shingle_hashes(texts, kind, n, base_hash)
+    counts = np.fromiter(map(len, per_doc), dtype=np.int64, count=len(per_doc))
+    flat = np.concatenate(per_doc) if counts.sum() else np.empty(0, dtype=np.uint32)
+    return flat.astype(np.uint32, copy=False), counts
 
 
 def shingle_hashes(text: str, kind: ShingleKind = "char", n: int = 5,
