@@ -4,12 +4,14 @@ import json
 import sysconfig
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
 import cross_source_dedup
 import mix_sampler
 import train_tokenizer
+from minideepseek.config import ConfigError
 from minideepseek.stage import read_manifest
 from minideepseek.tokenizer.config import TokenizerConfig
 from minideepseek.tokenizer.sample import stratified_split
@@ -88,6 +90,33 @@ def test_stratified_floor():
     assert stats["big"]["train_docs"] == round(0.1 * (1000 - 50)) and not stats["big"]["floor_applied"]
     assert stats["small"]["floor_applied"] and stats["small"]["train_chars"] >= 5_000
     assert stats["big"]["every_10th_docs"] == 100
+
+
+def test_training_sample_ceiling_keeps_each_sources_share_and_floor():
+    """Above tokenizer.max_train_chars every source keeps the same share of its sample (a prefix of its
+    seeded order, so the capped sample is a subset of the uncapped one); a small source keeps its floor."""
+    sources = ["en"] * 3000 + ["code"] * 1500 + ["zh"] * 60
+    rng = np.random.default_rng(4)
+    chars = rng.integers(500, 3000, len(sources)).tolist()
+    free_cfg = TokenizerConfig(min_chars_per_source=40_000, heldout_min_docs=2, max_train_chars=0)
+    free, free_stats = stratified_split(free_cfg, 1, sources, chars)
+    total = sum(v["train_chars"] for v in free_stats.values())
+    cap = 2_000_000
+    assert total > 2 * cap
+    capped, stats = stratified_split(TokenizerConfig(min_chars_per_source=40_000, heldout_min_docs=2,
+                                                     max_train_chars=cap), 1, sources, chars)
+    got = sum(v["train_chars"] for v in stats.values())
+    assert cap <= got <= cap + 3 * 3000 + 40_000  # one document of overshoot per source, plus the floor
+    for s in ("en", "code"):
+        share = stats[s]["train_chars"] / free_stats[s]["train_chars"]
+        assert abs(share - cap / total) < 0.01, (s, share)
+        assert stats[s]["capped_from_docs"] == free_stats[s]["train_docs"]
+    assert stats["zh"]["train_chars"] >= 40_000 or stats["zh"]["train_chars"] == free_stats["zh"]["train_chars"]
+    for s in capped:
+        assert set(capped[s].train) <= set(free[s].train)
+        assert capped[s].heldout == free[s].heldout and capped[s].heldout_component == free[s].heldout_component
+    with pytest.raises(ConfigError, match="max_train_chars"):
+        TokenizerConfig(max_train_chars=10)
 
 
 def test_out_of_component_split(run):

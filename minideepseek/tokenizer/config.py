@@ -35,6 +35,11 @@ class TokenizerConfig:
     pre_tokenizer: Literal["bytelevel", "deepseek"] = "deepseek"
     sample_ratio: float = 1.0  # share of each source's non-held-out documents in the training sample
     min_chars_per_source: int = 500_000  # floor: top a small source's sample up to this (if it has it)
+    # ceiling on the whole training sample (0 = none): above it every source's sample is cut to the same
+    # share, the floor above still kept. BPE training time grows with the sample while the merges a
+    # 150K vocabulary needs settle long before a 1B-token corpus is read (~30M characters reach 150K
+    # on the demo), so the scale runs need not read the whole corpus through the trainer
+    max_train_chars: int = 1_000_000_000
     heldout_fraction: float = 0.05  # per source, random documents never in the training sample
     heldout_min_docs: int = 10
     heldout_max_docs: int = 200
@@ -53,6 +58,8 @@ class TokenizerConfig:
                 "tokenizer.component_heldout_fraction must be in [0, 0.5) (0 turns the component split off)")
         require(0 <= self.heldout_min_docs <= self.heldout_max_docs, "tokenizer: need heldout_min_docs <= heldout_max_docs")
         require(self.min_chars_per_source >= 0, "tokenizer.min_chars_per_source must be >= 0")
+        require(self.max_train_chars == 0 or self.max_train_chars >= 1_000_000,
+                f"tokenizer.max_train_chars={self.max_train_chars}: use 0 (no ceiling) or at least 1_000_000")
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,11 @@ def eval_markdown(r: dict[str, Any]) -> str:
                      f"{v.get('heldout_component_chars', 0):,}) | {v['heldout_docs']:,} | {v['train_docs']:,} | "
                      f"{v['train_chars']:,} | {100 * v['train_char_share']:.1f}% | "
                      f"{'yes' if v['floor_applied'] else 'no'} | {100 * v['every_10th_char_share']:.1f}% |")
+    capped = {s: v for s, v in r["sample"].items() if v.get("capped_from_docs")}
+    if capped:
+        lines += ["", "The sample was over `tokenizer.max_train_chars`: each source kept the same share of its "
+                  "sample (train docs before the ceiling: " + ", ".join(f"{s} {v['capped_from_docs']:,}"
+                                                                      for s, v in capped.items()) + ")."]
     t = r["tokens"]
     lines += ["", "## Longest learned tokens", "", ", ".join(f"`{x}`" for x in t["longest"]), "",
               f"## Strange tokens ({t['strange_count']:,}: long single-character runs, mixed scripts, URL/markup "

@@ -11,7 +11,9 @@
 
 Neither is ever trained on. Of the rest, ``sample_ratio`` goes into the training sample, topped up to
 ``min_chars_per_source`` characters when a small source would otherwise be under-represented (the
-floor is what keeps Chinese or math from vanishing under a dominant English source). The seed's
+floor is what keeps Chinese or math from vanishing under a dominant English source). Above
+``max_train_chars`` in all, every source keeps the same share of its sample (a prefix of the same
+seeded order, the floor still kept), so the ceiling bounds stage 3 without changing the mix. The seed's
 every-10th-row sample is computed alongside for comparison.
 """
 
@@ -89,6 +91,9 @@ def stratified_split(cfg: TokenizerConfig, seed: int, sources: list[str], n_char
     naive_mask[::10] = True  # the seed's dataset.select(range(0, len(dataset), 10))
     out: dict[str, Split] = {}
     stats: dict[str, Any] = {}
+    rests: dict[str, np.ndarray] = {}
+    takes: dict[str, int] = {}
+    pre_stats: dict[str, tuple[np.ndarray, list[str], np.ndarray, np.ndarray]] = {}
     for name in sorted(by_source):
         all_idx = np.asarray(by_source[name])
         held_comps = _pick_components(cfg, seed, name, all_idx, comps, chars)
@@ -103,9 +108,23 @@ def stratified_split(cfg: TokenizerConfig, seed: int, sources: list[str], n_char
         if take < len(rest) and (take == 0 or cum[take - 1] < cfg.min_chars_per_source):
             take = max(take, int(np.searchsorted(cum, cfg.min_chars_per_source)) + 1)
         take = min(take, len(rest))
-        train = sorted(rest[:take].tolist())
-        out[name] = Split(train=train, heldout=sorted(held.tolist()), heldout_component=sorted(held_c.tolist()),
+        rests[name], takes[name] = rest, take
+        out[name] = Split(heldout=sorted(held.tolist()), heldout_component=sorted(held_c.tolist()),
                           components_heldout=held_comps)
+        pre_stats[name] = (all_idx, held_comps, held_c, held)
+    total = sum(int(chars[rests[n][:takes[n]]].sum()) for n in rests)
+    scale = cfg.max_train_chars / total if cfg.max_train_chars and total > cfg.max_train_chars else 1.0
+    for name in sorted(by_source):
+        all_idx, held_comps, held_c, held = pre_stats[name]
+        rest, take = rests[name], takes[name]
+        uncapped = take
+        if scale < 1.0 and take:  # the same share of every source's sample: a prefix of its order
+            cum = np.cumsum(chars[rest[:take]])
+            have = float(cum[-1])
+            want = max(scale * have, min(float(cfg.min_chars_per_source), have))
+            take = min(take, int(np.searchsorted(cum, want)) + 1)
+        train = sorted(rest[:take].tolist())
+        out[name].train = train
         naive = all_idx[naive_mask[all_idx]]
         stats[name] = {
             "docs": len(all_idx), "components": len({comps[i] for i in all_idx}),
@@ -113,7 +132,8 @@ def stratified_split(cfg: TokenizerConfig, seed: int, sources: list[str], n_char
             "heldout_component_chars": int(chars[held_c].sum()),
             "heldout_docs": len(held), "heldout_chars": int(chars[held].sum()),
             "train_docs": len(train), "train_chars": int(chars[train].sum()),
-            "floor_applied": take > int(round(cfg.sample_ratio * len(rest))),
+            "floor_applied": uncapped > int(round(cfg.sample_ratio * len(rest))),
+            "capped_from_docs": uncapped if take < uncapped else None,
             "every_10th_docs": int(len(naive)), "every_10th_chars": int(chars[naive].sum()),
         }
     tot = sum(v["train_chars"] for v in stats.values()) or 1
