@@ -92,7 +92,9 @@ def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> di
     stats: dict[str, Any] = {"planted": {"exact": args.exact, "near": args.near, "swap": args.swap}, "domains": {}}
     for d in DOMAINS:
         rng = random.Random(f"{args.seed}:{d}:{tokens}")
-        recs = list(src.iter_domain(d))
+        # text records only: the corpus's few invalid-UTF-8 files (raw_b64) are stage 1's reject path,
+        # tested on their own, and have no text to recombine
+        recs = [r for r in src.iter_domain(d) if r.get("raw") is not None]
         if not recs:
             continue
         by_comp: dict[str, list[dict]] = {}
