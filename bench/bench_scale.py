@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 from minideepseek import pipeline  # noqa: E402
 from minideepseek.bill import STAGES, BillAssumptions, _units, run_facts  # noqa: E402
 from minideepseek.demo_corpus.build import DOMAINS, MANIFEST, build_demo_corpus  # noqa: E402
+from minideepseek.fsio import sha256_file  # noqa: E402
 
 SCRIPTS = {a: pipeline.stage(a).script for a in STAGES}
 WEIGHTS = {"web_en": 0.40, "code": 0.25, "math": 0.15, "academic": 0.10, "zh": 0.10}  # configs/demo.yaml
@@ -130,7 +131,10 @@ def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> di
         demo_chars = sum(len(r["raw"]) for r in recs)
         stats["domains"][d].update({"chars": chars, "exact": n_exact, "near": n_near,
                                     "reuse_factor": round(chars / demo_chars, 2)})
-        manifest["domains"][d].update({"n_docs": stats["domains"][d]["docs"], "n_bytes": chars})
+        # the corpus loader checks every cached domain file against its manifest (issue 21)
+        manifest["domains"][d].update({"n_docs": stats["domains"][d]["docs"], "n_bytes": chars,
+                                       "n_invalid_utf8": 0, "file_bytes": path.stat().st_size,
+                                       "file_sha256": sha256_file(path)})
     manifest["scale_bench"] = stats
     (root / "scale_stats.json").write_text(json.dumps(stats, indent=1))
     (root / MANIFEST).write_text(json.dumps(manifest, indent=1))  # last: marks the build complete
