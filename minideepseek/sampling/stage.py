@@ -177,6 +177,7 @@ class _Collector:
         sc = cfg.sampler
         self.unit = sc.unit
         self.spill_root = tmp / "_spill"
+        self.spool_root = tmp / "_spool"  # the finite sources' record spools (sources/spool.py), while sampling
         self.spills = {n: DatasetWriter(self.spill_root / n, DOC_FEATURES, sc.max_shard_bytes) for n in names}
         self.rejects_fh = (tmp / "rejects.jsonl").open("w", encoding="utf-8")
         self.reject_counts: dict[str, Counter] = {n: Counter() for n in names}
@@ -227,6 +228,11 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
     # the extraction/filter pool: local processes, or Ray tasks (--executor ray); results are re-joined
     # in submission order, so the sample does not depend on where they ran
     pool = (executor or LocalExecutor()).pool(sc.num_proc)
+    # finite sources spool their records inside the stage's tmp dir (removed below, or with the tmp dir
+    # when the stage fails or is killed) instead of holding them in memory
+    for src in sources.values():
+        if hasattr(src, "spool_dir"):
+            src.spool_dir = col.spool_root
     try:
         takers = {}
         for s in cfg.sources:
@@ -246,6 +252,10 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+        for src in sources.values():
+            if hasattr(src, "close"):
+                src.close()
+        shutil.rmtree(col.spool_root, ignore_errors=True)
         col.close()
     for spill in col.spills.values():
         spill.close()
