@@ -228,7 +228,11 @@ def spools(monkeypatch):
 
 def test_stage1_spools_inside_its_tmp_dir_and_removes_it(tmp_path, spools):
     root = _local_dir(tmp_path / "src")
+    killed = tmp_path / "data" / "t" / "mixed_raw.tmp-99999" / "_spool"  # what a SIGKILLed run leaves
+    killed.mkdir(parents=True)
+    (killed / "local-loc.x.spool").write_bytes(b"\x80" * 1000)
     assert mix_sampler.main(["--config", str(_stage_config(tmp_path, root))]) == 0
+    assert not killed.parent.exists(), "the next run removes a dead run's tmp dir, spool included"
     assert spools and all(p.parent.name == "_spool" and ".tmp-" in p.parent.parent.name for p in spools)
     assert not any(p.exists() or p.parent.exists() for p in spools)
     run = tmp_path / "data" / "t"
