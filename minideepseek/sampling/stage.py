@@ -9,8 +9,8 @@ source-mix report is computed from exactly the rows written.
 Memory does not grow with the sources' size: finite sources spool their records to
 ``<tmp>/_spool`` (removed when sampling ends, before the commit) and the pool works on one batch
 (``sampler.batch_size`` records) at a time. What does grow, per *accepted* document: the set of ids
-already emitted (duplicate-id renaming must see every earlier id; ~105 bytes an id, measured: ~60 MB
-for 600K documents, the seed's 1B tokens) and each Taker's units array (8 bytes a document); and
+already emitted (duplicate-id renaming must see every earlier id; ~105 bytes an id, measured: ~52 MB
+for the seed's 500K documents of 1B tokens) and each Taker's units array (8 bytes a document); and
 one ``FileReport`` per input file of a local source (they are part of source_mix.json).
 """
 
