@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -76,7 +77,8 @@ class Taker:
         self._skipped: list[dict] = []  # too large for the rest of the quota; retried if it grows
         self.exhausted = False
         self.taken = 0.0  # units accepted
-        self.units: list[int] = []  # units per accepted doc, in order (for shrink truncation)
+        # units per accepted doc, in order (for shrink truncation): 8 bytes a document, not a list of ints
+        self.units = array("q")
         self.tokens = 0
         self.chars = 0
         self.epoch_docs: Counter = Counter()

@@ -1,9 +1,13 @@
 """The one interface every source kind implements.
 
 A source yields ``RawDoc`` records in *sampling order* for a given epoch: finite sources (local
-files, the demo corpus) enumerate every record and apply an exact seeded permutation; streaming
-sources (the Hugging Face hub) use a seeded shuffle buffer, because taking the first N rows of a
-stream samples only its head (often one crawl dump or one repository).
+files, the demo corpus) enumerate every record and apply an exact seeded permutation, reading the
+records back from a disk spool (``spool.RecordSpool``) so memory does not grow with the source;
+streaming sources (the Hugging Face hub) use a seeded shuffle buffer, because taking the first N rows
+of a stream samples only its head (often one crawl dump or one repository).
+
+A finite source also has ``spool_dir`` (stage 1 sets it inside its tmp dir; None: a private tempdir)
+and ``close()`` (removes the spool).
 """
 
 from __future__ import annotations

