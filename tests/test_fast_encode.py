@@ -93,6 +93,12 @@ def test_check_counts_and_catches_a_difference(tok):
     c = encoder_summary(tok)["check"]
     assert c["docs_encoded"] == len(texts) and 1 <= c["docs_checked"] < len(texts) and c["mismatches"] == 0
     assert c["chars_checked"] >= fast_encode.CHECK_SHARE * c["chars_encoded"] - max(map(len, texts))
+    before = dict(encoder_summary(tok)["check"])
+    huge = "word " * (fast_encode.CHECK_MAX_CHARS // 5 + 1)  # over the cap: never checked unless shortest
+    encode_docs(tok, [huge, "short text"])
+    after = encoder_summary(tok)["check"]
+    assert after["docs_checked"] == before["docs_checked"] + 1
+    assert after["chars_checked"] == before["chars_checked"] + len("short text")
     real = fast.enc.encode_to_numpy
     fast.enc.encode_to_numpy = lambda text: np.append(real(text), np.uint32(5))  # a wrong id at the end
     try:
