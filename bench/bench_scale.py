@@ -1,7 +1,8 @@
 """Stages 1-4 at several corpus sizes, with the production settings, and how each stage's cost grows.
 
-    nice -n 10 .venv/bin/python bench/bench_scale.py --sizes 3e6,8e6          # what was run here
+    nice -n 5 .venv/bin/python bench/bench_scale.py --sizes 1e7,1e8           # what was run here (~1 h)
     .venv/bin/python bench/bench_scale.py --sizes 1e7,1e8,1e9                   # the issue's sizes (hours)
+    setsid nohup .venv/bin/python bench/bench_scale.py --sizes 1e9 --resume &   # again after a kill: resumes
     .venv/bin/python report.py bill scale_8000000 --reports-dir bench/out/scale/8000000/reports \\
         --data-dir bench/out/scale/8000000/data --scale-fit bench/out/scale/fit.json
 
@@ -202,6 +203,12 @@ def measure_size(tokens: float, args: argparse.Namespace) -> dict[str, Any]:
     data, reports = out / "data" / name, out / "reports" / name
     stages: dict[str, Any] = {}
     for a in STAGES:
+        done = out / f"{a}.measured.json"  # one file per finished stage: a long size resumes stage by stage
+        if args.resume and done.is_file() and (data / a / "manifest.json").is_file():
+            stages[a] = json.loads(done.read_text())
+            print(f"  {int(tokens):>12,} {a:<12} measured earlier ({done})", flush=True)
+            continue
+        done.unlink(missing_ok=True)
         before = _du(data / a)
         m = run_stage([sys.executable, SCRIPTS[a], "--config", args.config, *sets, "--force"], env,
                       out / f"{a}.log")
@@ -209,6 +216,7 @@ def measure_size(tokens: float, args: argparse.Namespace) -> dict[str, Any]:
         m["bytes_written"] = _du(data / a) - before if before == 0 else _du(data / a)
         m["manifest_peak_rss_mb"] = man.get("peak_rss_mb")
         stages[a] = m
+        done.write_text(json.dumps(m, indent=1))
         print(f"  {int(tokens):>12,} {a:<12} {json.dumps(m)}", flush=True)
     f = run_facts(reports, data)
     units = _units(f, BillAssumptions(), f["ours_tokens"])
@@ -300,6 +308,9 @@ def main() -> int:
     p.add_argument("--swap", type=float, default=0.08)
     p.add_argument("--seed", type=int, default=20)
     p.add_argument("--refit", action="store_true", help="recompute fit.json/results.md from results.json only")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the stages a killed call already measured (their <stage>.measured.json and "
+                        "artifact) and run the rest: a 1B size can span sessions")
     args = p.parse_args()
     out = ROOT / "bench" / "out" / "scale"
     old = out / "results.json"  # sizes measured by an earlier call are kept (one size per call is fine)
