@@ -23,8 +23,8 @@ Base hashes (the value datasketch's ``hashfunc`` would return for ``shingle.enco
   ``MinHash(num_perm=128)`` + ``update(shingle.encode())`` code. One hashlib call per *distinct*
   shingle (~0.45 us) is the remaining cost: ~3.8 MB/s per core on the demo mix, ~40x the seed's
   0.09 MB/s (whose ``update()`` costs ~9 us per char 5-gram).
-- ``"mix64"``: a numpy-vectorized hash (no Python call per shingle), ~15-18 MB/s per core, ~4x the
-  sha1 path and ~150-190x the seed (bench/bench_minhash.py, 2-core box). It is a
+- ``"mix64"``: a numpy-vectorized hash (no Python call per shingle), ~22 MB/s per core, ~6.5x the
+  sha1 path and ~180x the seed (bench/bench_minhash.py, 2-core box, idle). It is a
   fold over the shingle's unit values (code points, or ``xxh3_64`` of each word) with a
   multiply/xor-shift step and murmur3's fmix64, keeping the top 32 bits. :func:`mix64_hash32` is the
   same function for one shingle's bytes; ``datasketch.MinHash(hashfunc=datasketch_hashfunc(kind,
