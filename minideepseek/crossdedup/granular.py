@@ -278,8 +278,9 @@ class Granular:
             ds = datasets.load_from_disk(str(self.src_dir))
             docs = [i for i in live if i not in removed and self.srcs[i] in sub_srcs]
             sc = dc.substrings
+            # a generator: find_repeats holds one max_tokens chunk of texts at a time, not all of them
             cur = ((i, texts[i] if i in texts else ds[i]["text"]) for i in docs)
-            res = find_repeats(list(cur), sc.min_tokens, sc.engine, sc.max_tokens, sc.examples, self.ids, sc.cross_doc_only)
+            res = find_repeats(cur, sc.min_tokens, sc.engine, sc.max_tokens, sc.examples, self.ids, sc.cross_doc_only)
             st_sub: dict[str, Counter] = {}
             for i, iv in sorted(res.cut.items()):
                 text = texts[i] if i in texts else ds[i]["text"]

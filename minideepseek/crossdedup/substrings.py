@@ -24,6 +24,7 @@ sharded runs).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,9 +101,10 @@ class SubstringResult:
     chunks: int = 0
 
 
-def find_repeats(docs: list[tuple[int, str]], L: int, engine: str = "auto", max_tokens: int = 20_000_000,
+def find_repeats(docs: Iterable[tuple[int, str]], L: int, engine: str = "auto", max_tokens: int = 20_000_000,
                  n_examples: int = 10, ids: list[str] | None = None, cross_doc_only: bool = False) -> SubstringResult:
-    """Char intervals to cut from each document (index, text), documents in run order."""
+    """Char intervals to cut from each document (index, text), documents in run order; ``docs`` is read
+    once, so a generator keeps only the current chunk's texts in memory."""
     use = ("pydivsufsort" if have_pydivsufsort() else "numpy") if engine == "auto" else engine
     res = SubstringResult(engine=use)
     chunk: list[tuple[int, str, np.ndarray]] = []
