@@ -5,7 +5,7 @@ on the same texts and threads, then peak RSS of packing the demo (1x) and 10x th
     .venv/bin/python bench/bench_pack.py --threads 1 --reps 3
 
 "bare" is HF ``encode_batch_fast`` alone; "full" is the stage's path, which encodes with tiktoken when
-it reproduces the ids (``tokenizer/fast_encode.py``, ``pack.encoder: auto``), so the ratio is the
+it reproduces the ids (``minideepseek/fastbpe.py``, ``pack.encoder: auto``), so the ratio is the
 stage's speed-up over bare HF.
 
 Needs the demo's mixed_dedup and tokenizer (``bash run_pipeline.sh``). The 10x run replicates the
