@@ -48,6 +48,7 @@ from .lines import LineCounter
 from .near import banding
 from .spans import ParagraphDedup
 from .substrings import cut_text, find_repeats
+from .textstore import TextStore
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +187,7 @@ class Granular:
         sub_srcs = step_sources(dc.substrings, self.recipe) if dc.substrings.enabled else set()
         live = [i for i in range(n) if not self.is_copy[i] and i not in removed]
         live_set = set(live)
-        texts: dict[int, str] = {}
+        texts = TextStore(self.work)  # the cleaned texts, on disk (memory does not grow with the run)
 
         # 2. lines, pass 1: counts per bucket (and the paragraph count that sizes the Bloom filter)
         counter = LineCounter(len(live), dc.lines.bucket_docs, dc.lines.max_repeats, dc.lines.min_line_chars, seed,
@@ -257,8 +258,8 @@ class Granular:
         self._t = time.perf_counter()
         self._snapshot("lines", after_lines, removed)
         after_para = after_lines.copy()
-        for i, t in texts.items():
-            after_para[i] = len(t)
+        for i in texts.keys():
+            after_para[i] = texts.chars(i)
         self._snapshot("paragraphs", after_para, removed)
         if line_srcs:
             self.rep["lines"] = {"sources": sorted(line_srcs), "buckets": counter.n_buckets,
@@ -306,7 +307,8 @@ class Granular:
         self._t = time.perf_counter()
         self.out_dir = self._write(texts)
         # re-counting the changed documents' tokens (the DeepSeek tokenizer) and writing them is a cost too
-        self._perf("rewrite (token recount + write)", len(texts), sum(len(t) for t in texts.values()))
+        self._perf("rewrite (token recount + write)", len(texts), texts.total_chars())
+        texts.close()
         if self.out_dir != self.src_dir:
             meta = read_columns(self.out_dir, ["n_chars", "n_tokens", "hash"])
             n_chars[:], n_tokens[:], hashes[:] = meta["n_chars"], meta["n_tokens"], meta["hash"]
@@ -318,7 +320,7 @@ class Granular:
         import re
         return any(re.search(p, url) for p, _ in self.dc.urls.origin_rules)
 
-    def _write(self, texts: dict[int, str]) -> Path:
+    def _write(self, texts: TextStore) -> Path:
         if not texts:
             return self.src_dir
         out = self.work / "mixed"
