@@ -65,14 +65,16 @@ class TokenCounter:
         if self.fast is None:
             return self._count_hf(texts)
         out = [0] * len(texts)
-        plain = [i for i, t in enumerate(texts) if self._added is None or not self._added.search(t)]
+        plain: list[int] = []
+        special: list[int] = []  # texts holding an added token's text: HF's count
+        for i, t in enumerate(texts):
+            (special if self._added is not None and self._added.search(t) else plain).append(i)
         if plain:
             _, lens = self.fast.encode_docs([texts[i] for i in plain])
             for i, n in zip(plain, (lens - 1).tolist()):  # encode_docs appends one EOT per text
                 out[i] = n
-        if len(plain) < len(texts):
-            rest = sorted(set(range(len(texts))) - set(plain))
-            for i, n in zip(rest, self._count_hf([texts[i] for i in rest])):
+        if special:
+            for i, n in zip(special, self._count_hf([texts[i] for i in special])):
                 out[i] = n
         return out
 

@@ -284,10 +284,9 @@ def _mix64_distinct_flat(norms: list[str], kind: str, n: int) -> tuple[np.ndarra
 
 
 def _mix64_batch(norms: list[str], kind: str, n: int) -> list[np.ndarray]:
-    flat, counts = _mix64_flat(norms, kind, n)
-    ends = np.cumsum(counts)
-    return [_sorted_distinct(flat[e - c:e]) if c else np.empty(0, dtype=np.uint32)
-            for c, e in zip(counts.tolist(), ends.tolist())]
+    flat, counts = _mix64_distinct_flat(norms, kind, n)
+    # copies, not views: a cached per-document set must not keep the whole batch's array alive
+    return [a.copy() for a in np.split(flat, np.cumsum(counts)[:-1])]
 
 
 def batch_shingle_hashes(texts: Sequence[str], kind: ShingleKind = "char", n: int = 5,
