@@ -592,3 +592,58 @@ def test_dup_ngram_count_modes_differ_by_first_occurrence():
     assert all_ == pytest.approx(2 * rep, rel=1e-3) and rep > 0
     with pytest.raises(ConfigError, match="dup_ngram_count"):
         GopherRepetitionConfig(dup_ngram_count="some")
+
+
+# gopher_repetition's n-gram groups (numpy, exact labels) against the definition, written plainly
+def _reference_repeats(ws: list[str], n: int) -> dict[tuple[str, ...], list[int]]:
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i in range(len(ws) - n + 1):
+        groups.setdefault(tuple(ws[i:i + n]), []).append(i)
+    return {g: pos for g, pos in groups.items() if len(pos) > 1}
+
+
+def _reference_fracs(ws: list[str], n: int, count: str) -> tuple[float, float]:
+    dup = _reference_repeats(ws, n)
+    lengths = [len(w) for w in ws]
+    total = sum(lengths)
+    if not dup or not total:
+        return 0.0, 0.0
+
+    def covered(starts: list[int]) -> int:
+        return sum(lengths[j] for j in {j for i in starts for j in range(i, i + n)})
+
+    top = covered(max(dup.values(), key=len)) / total  # dict order = first occurrence: ties go to the earliest
+    skip = 1 if count == "repeats" else 0
+    return top, covered([i for pos in dup.values() for i in pos[skip:]]) / total
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_repeated_ngrams_match_the_definition(seed: int) -> None:
+    import random
+
+    import numpy as np
+
+    from minideepseek.filters.gopher import dup_ngram_char_frac, repeated_ngrams, top_ngram_char_frac, word_ids
+
+    rng = random.Random(seed)
+    vocab = [rng.choice("abcdefg") * rng.randint(1, 4) for _ in range(rng.randint(1, 12))]
+    ws = [rng.choice(vocab) for _ in range(rng.randint(0, 300))]
+    if ws and seed % 3 == 0:  # planted long repeats, so the 5..10-gram levels have groups too
+        k = rng.randint(1, len(ws))
+        ws = ws[:k] + ws[:k] + ws
+    ids, _ = word_ids(ws)
+    lengths = np.array([len(w) for w in ws], dtype=np.int64)
+    total = int(lengths.sum())
+    reps = repeated_ngrams(ids, set(range(1, 11)))
+    for n in range(1, 11):
+        ref = _reference_repeats(ws, n)
+        assert sorted(reps[n].starts.tolist()) == sorted(i for pos in ref.values() for i in pos)
+        got_groups = {}
+        for s, g in zip(reps[n].starts.tolist(), reps[n].group.tolist(), strict=True):
+            got_groups.setdefault(g, []).append(s)
+        assert sorted(got_groups.values()) == sorted(ref.values())  # same grouping, no collisions
+        for count in ("all", "repeats"):
+            want = _reference_fracs(ws, n, count)
+            got = (top_ngram_char_frac(reps[n], lengths, total, n),
+                   dup_ngram_char_frac(reps[n], lengths, total, n, count))
+            assert got == want, (n, count)

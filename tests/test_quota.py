@@ -62,3 +62,33 @@ def test_shortfall_shrink_and_error():
     takers, _ = _takers({"a": [1] * 10, "b": [1] * 100}, "docs")
     with pytest.raises(ConfigError, match="cannot fill their quota"):
         run_quotas(takers, {"a": 0.5, "b": 0.5}, 60, "docs", "error")
+
+
+def test_read_ahead_fetch_changes_no_output():
+    """A fetch with ``submit`` has the next batch started before the current one is taken (the stage's
+    pool extracts one batch ahead); what is emitted, in what order, and the counts do not change."""
+    sizes = {"a": [3, 9, 4] * 30, "b": [7, 2] * 20}
+
+    def run(read_ahead: bool):
+        takers, emitted = _takers(sizes, "tokens", {"b": 2.0})
+        started: list[list[str]] = []
+        for t in takers.values():
+            plain = t._fetch
+            if read_ahead:
+                class Ahead:
+                    def __call__(self, raws, plain=plain):
+                        return self.submit(raws)()
+
+                    def submit(self, raws, plain=plain):
+                        started.append([r.source_id for r in raws])
+                        return lambda: plain(raws)
+                t._fetch = Ahead()
+        out = run_quotas(takers, {"a": 0.5, "b": 0.5}, 400, "tokens", "renormalize")
+        stats = {k: (t.stats.seen, t.stats.accepted, t.epoch, t.taken) for k, t in takers.items()}
+        return emitted, out, stats, started
+
+    plain_emitted, plain_out, plain_stats, _ = run(False)
+    ahead_emitted, ahead_out, ahead_stats, started = run(True)
+    assert ahead_emitted == plain_emitted and ahead_out == plain_out and ahead_stats == plain_stats
+    # the read-ahead happened: more batches were started than the taken documents needed
+    assert sum(map(len, started)) > sum(len(v) for v in plain_emitted.values())

@@ -19,10 +19,11 @@ signals are complete even for a dropped document and the reason names the first 
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
-from itertools import compress
 from typing import ClassVar
+
+import numpy as np
 
 from ..config import ConfigError, require
 from .base import DocContext, FilterResult, register
@@ -235,63 +236,91 @@ def _duplicates(items: list[str]) -> tuple[int, int]:
     return n_dup, chars
 
 
-def repeated_ngrams(ws: list[str], ns: set[int]) -> dict[int, dict[tuple[str, ...], list[int]]]:
-    """For each n in ``ns``: the n-grams of ``ws`` that occur more than once -> their start positions.
+def word_ids(ws: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Each word's dense id and the distinct words in id (first-seen) order: equal words, equal ids."""
+    index: dict[str, int] = dict.fromkeys(ws)  # type: ignore[arg-type]
+    for i, w in enumerate(index):
+        index[w] = i
+    return np.fromiter(map(index.__getitem__, ws), dtype=np.int64, count=len(ws)), list(index)
 
-    An n-gram can only repeat where its (n-1)-gram prefix repeats, so each length only looks at
-    the start positions that repeated at the length before: ordinary prose has few, so the nine
-    n-gram rules cost little more than one pass over the words."""
-    out: dict[int, dict[tuple[str, ...], list[int]]] = {n: {} for n in ns}
-    counts = Counter(ws)
-    starts = [i for i, w in enumerate(ws) if counts[w] > 1]
+
+@dataclass(frozen=True)
+class Repeats:
+    """The occurrences of the n-grams that occur more than once, for one n: ``starts`` (word positions,
+    ascending) and ``group`` (equal n-grams, equal labels). A label's first start is its n-gram's
+    first occurrence."""
+
+    starts: np.ndarray
+    group: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+def repeated_ngrams(ids: np.ndarray, ns: set[int]) -> dict[int, Repeats]:
+    """For each n in ``ns``: where the n-grams of the word ids ``ids`` that occur more than once start.
+
+    An n-gram can only repeat where its (n-1)-gram prefix repeats, so each length only looks at the
+    start positions that repeated at the length before: ordinary prose has few, so the nine n-gram
+    rules cost little more than one pass over the words. An n-gram's label is exact (the rank of the
+    pair (its prefix's label, its last word's id)), never a hash: no two n-grams can collide."""
+    empty = Repeats(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    out: dict[int, Repeats] = dict.fromkeys(ns, empty)
+    n_words = len(ids)
+    if not n_words or not ns:
+        return out
+    base = int(ids.max()) + 1  # ids < base: (label, id) -> label * base + id is one-to-one
+    starts = np.flatnonzero(np.bincount(ids)[ids] > 1)
+    label = ids[starts]
     if 1 in ns:
-        singles: defaultdict[tuple[str, ...], list[int]] = defaultdict(list)
-        for i in starts:
-            singles[(ws[i],)].append(i)
-        out[1] = dict(singles)
-    for n in range(2, max(ns, default=0) + 1):
-        if not starts:
+        out[1] = Repeats(starts, label)
+    for n in range(2, max(ns) + 1):
+        starts_ok = starts <= n_words - n
+        starts, label = starts[starts_ok], label[starts_ok]
+        if not len(starts):
             break
-        groups: defaultdict[tuple[str, ...], list[int]] = defaultdict(list)
-        last = len(ws) - n
-        for i in starts:
-            if i <= last:
-                groups[tuple(ws[i : i + n])].append(i)
-        dup = {g: pos for g, pos in groups.items() if len(pos) > 1}
+        key = label * base + ids[starts + n - 1]  # label < n_words, so key < n_words * base: exact in int64
+        _, label, counts = np.unique(key, return_inverse=True, return_counts=True)
+        repeated = counts[label] > 1
+        starts, label = starts[repeated], label[repeated]
         if n in ns:
-            out[n] = dup
-        starts = sorted(i for pos in dup.values() for i in pos)
+            out[n] = Repeats(starts, label)
     return out
 
 
-def _covered_chars(lengths: list[int], starts: list[int], n: int) -> int:
+def _covered_chars(lengths: np.ndarray, starts: np.ndarray, n: int) -> int:
     """Characters of the words covered by n-grams starting at ``starts``, each word counted once."""
-    mask = bytearray(len(lengths))
-    for i in starts:
-        mask[i : i + n] = b"\x01" * n
-    return sum(compress(lengths, mask))
+    size = len(lengths) + 1
+    depth = np.cumsum(np.bincount(starts, minlength=size) - np.bincount(starts + n, minlength=size))[:-1]
+    return int(lengths[depth > 0].sum())
 
 
-def top_ngram_char_frac(dup: dict[tuple[str, ...], list[int]], lengths: list[int], total: int, n: int) -> float:
+def top_ngram_char_frac(rep: Repeats, lengths: np.ndarray, total: int, n: int) -> float:
     """Share of word characters covered by the occurrences of the most frequent n-gram.
 
-    ``dup`` holds the repeated n-grams only (see :func:`repeated_ngrams`), so the value is zero
+    ``rep`` holds the repeated n-grams only (see :func:`repeated_ngrams`), so the value is zero
     when no n-gram occurs twice: a single occurrence is not a repetition (datatrove would report
     the first 2-gram of a 3-word text as covering 2/3 of it). Ties go to the earliest n-gram."""
-    if not dup or not total:
+    if not len(rep) or not total:
         return 0.0
-    return _covered_chars(lengths, max(dup.values(), key=len), n) / total
+    labels, first, counts = np.unique(rep.group, return_index=True, return_counts=True)
+    best = labels[np.lexsort((first, -counts))[0]]  # most occurrences, then earliest first occurrence
+    return _covered_chars(lengths, rep.starts[rep.group == best], n) / total
 
 
-def dup_ngram_char_frac(dup: dict[tuple[str, ...], list[int]], lengths: list[int], total: int, n: int,
-                        count: str = "all") -> float:
+def dup_ngram_char_frac(rep: Repeats, lengths: np.ndarray, total: int, n: int, count: str = "all") -> float:
     """Share of word characters inside any n-gram that occurs more than once (all occurrences,
     the first one included, each word counted once): the Gopher paper's definition, also what
     Dolma and RedPajama-v2 compute. datatrove counts only the second and later occurrences."""
-    if not dup or not total:
+    if not len(rep) or not total:
         return 0.0
-    skip = 1 if count == "repeats" else 0  # datatrove: the first occurrence is not a duplicate
-    return _covered_chars(lengths, [i for pos in dup.values() for i in pos[skip:]], n) / total
+    starts = rep.starts
+    if count == "repeats":  # datatrove: the first occurrence is not a duplicate
+        _, first = np.unique(rep.group, return_index=True)
+        later = np.ones(len(starts), bool)
+        later[first] = False
+        starts = starts[later]
+    return _covered_chars(lengths, starts, n) / total
 
 
 @register
@@ -333,13 +362,13 @@ class GopherRepetition:
         # between characters as tokens, and with them a list such as "张嶷、马忠" repeated four
         # times is a duplicated 5-gram (measured: 3 of 120 三国演义 chapters over 0.15 with them,
         # none over 0.09 without). RedPajama-v2 strips punctuation before its n-gram signals too.
-        all_words = words(text)
-        symbol = {w: is_symbol_word(w) for w in set(all_words)}
-        ws = [w for w in all_words if not symbol[w]]
-        lengths = [len(w) for w in ws]
-        total_word_chars = sum(lengths)
+        all_ids, vocab = word_ids(words(text))
+        symbol = np.fromiter(map(is_symbol_word, vocab), dtype=bool, count=len(vocab))
+        ids = all_ids[~symbol[all_ids]] if len(vocab) else all_ids
+        lengths = np.fromiter(map(len, vocab), dtype=np.int64, count=len(vocab))[ids]
+        total_word_chars = int(lengths.sum())
         top, dup = c.top_n_grams or (), c.dup_n_grams or ()
-        repeated = repeated_ngrams(ws, {n for n, _ in (*top, *dup)})
+        repeated = repeated_ngrams(ids, {n for n, _ in (*top, *dup)})
         for n, thr in top:
             key = f"gopher_top_{n}gram_char_frac"
             s[key] = top_ngram_char_frac(repeated[n], lengths, total_word_chars, n)

@@ -54,8 +54,11 @@ class Taker:
     """Pulls processed documents of one source in sampling order and accepts them against a quota.
 
     ``fetch(raws)`` turns a batch of RawDoc into rows/Rejects with ``n_tokens`` filled; it is where
-    extraction and token counting happen (possibly in a pool). Accepted rows go to ``emit``;
-    rejects to ``on_reject`` (first epoch only: later epochs see the same records again).
+    extraction and token counting happen (possibly in a pool). A fetch with a ``submit(raws)`` method
+    (returning the call that collects the batch) gets the next batch while the current one is taken:
+    the pool extracts one batch ahead instead of waiting while this process counts and writes.
+    Results are consumed in reading order either way, so read-ahead changes no output. Accepted rows
+    go to ``emit``; rejects to ``on_reject`` (first epoch only: later epochs see the same records again).
     """
 
     def __init__(self, name: str, iter_epoch: Callable[[int], Iterator[RawDoc]], unit: str, max_epochs: float,
@@ -73,6 +76,7 @@ class Taker:
         self.stats = TakerStats()
         self.epoch = 1
         self._it = iter_epoch(1)
+        self._ahead: Callable[[], list[dict | Reject]] | None = None  # the batch read ahead, being extracted
         self._pending: deque[dict] = deque()
         self._skipped: list[dict] = []  # too large for the rest of the quota; retried if it grows
         self.exhausted = False
@@ -91,27 +95,43 @@ class Taker:
             return math.inf
         return self.max_epochs * self.stats.unique_units
 
+    def _read(self) -> list[RawDoc]:
+        """The next batch of the current pass's records ([] once the pass is exhausted)."""
+        raws: list[RawDoc] = []
+        for raw in self._it:
+            raws.append(raw)
+            if len(raws) >= self.batch_size:
+                break
+        return raws
+
+    def _submit(self, raws: list[RawDoc]) -> Callable[[], list[dict | Reject]]:
+        submit = getattr(self._fetch, "submit", None)
+        return submit(raws) if submit is not None else (lambda: self._fetch(raws))
+
     def _refill(self) -> bool:
         """Fetch the next batch into the pending queue; False when no more records exist."""
         while not self._pending:
-            raws: list[RawDoc] = []
-            for raw in self._it:
-                raws.append(raw)
-                if len(raws) >= self.batch_size:
-                    break
-            if not raws:
-                if self.epoch == 1:
-                    self.stats.unique_units = self.taken
-                if self.epoch >= math.ceil(self.max_epochs) or self.taken == 0:
-                    self.exhausted = True
-                    return False
-                self.epoch += 1
-                self.stats.epochs_started = self.epoch
-                log.info("source %s: pass %d exhausted; upsampling (epoch %d of max %.2f)",
-                         self.name, self.epoch - 1, self.epoch, self.max_epochs)
-                self._it = self._iter_epoch(self.epoch)
-                continue
-            for item in self._fetch(raws):
+            if self._ahead is not None:
+                collect, self._ahead = self._ahead, None
+            else:
+                raws = self._read()
+                if not raws:
+                    if self.epoch == 1:
+                        self.stats.unique_units = self.taken
+                    if self.epoch >= math.ceil(self.max_epochs) or self.taken == 0:
+                        self.exhausted = True
+                        return False
+                    self.epoch += 1
+                    self.stats.epochs_started = self.epoch
+                    log.info("source %s: pass %d exhausted; upsampling (epoch %d of max %.2f)",
+                             self.name, self.epoch - 1, self.epoch, self.max_epochs)
+                    self._it = self._iter_epoch(self.epoch)
+                    continue
+                collect = self._submit(raws)
+            ahead = self._read()  # same pass only: a new pass starts when this one is used up
+            if ahead:
+                self._ahead = self._submit(ahead)
+            for item in collect():
                 if isinstance(item, Reject):
                     if self.epoch == 1:
                         self.stats.seen += 1

@@ -53,7 +53,8 @@ DELETION_INPUT = "deletion_requests"
 
 
 class _Fetcher:
-    """Extract + validate batches in a pool with a small look-ahead window, then count tokens."""
+    """Extract + validate batches in a pool, then count tokens. ``submit`` starts a batch and returns
+    the call that collects it, so the Taker can have the next batch extracted while it takes this one."""
 
     def __init__(self, pool: ProcessPoolExecutor | None, settings: ProcessSettings, counter: TokenCounter,
                  withdrawn: Matcher | None = None) -> None:
@@ -63,14 +64,19 @@ class _Fetcher:
         self.withdrawn = withdrawn
 
     def __call__(self, raws: list[RawDoc]) -> list[dict | Reject]:
+        return self.submit(raws)()
+
+    def submit(self, raws: list[RawDoc]) -> Callable[[], list[dict | Reject]]:
         if self.pool is None:
-            items = process_batch((raws, self.settings))
-        else:
-            # split the batch across workers; results are re-joined in order
-            n = max(1, len(raws) // (self.pool._max_workers * 2))  # noqa: SLF001
-            futs: list[Future] = [self.pool.submit(process_batch, (raws[i:i + n], self.settings))
-                                  for i in range(0, len(raws), n)]
-            items = [x for f in futs for x in f.result()]
+            return lambda: self._finish(process_batch((raws, self.settings)))
+        # split the batch across workers; results are re-joined in order
+        n = max(1, len(raws) // (self.pool._max_workers * 2))  # noqa: SLF001
+        futs: list[Future] = [self.pool.submit(process_batch, (raws[i:i + n], self.settings))
+                              for i in range(0, len(raws), n)]
+        return lambda: self._finish([x for f in futs for x in f.result()])
+
+    def _finish(self, items: list[dict | Reject]) -> list[dict | Reject]:
+        """In this process and in batch order: deletion requests, then the token counts."""
         if self.withdrawn:
             items = [_withdrawn_reject(x, self.withdrawn) for x in items]
         rows = [x for x in items if not isinstance(x, Reject)]
