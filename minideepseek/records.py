@@ -169,12 +169,15 @@ _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 # Latin-1 (an embedded PNG) are dense in C0/C1 characters and fail the 1% rule.
 _POLICY_CONTROL = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,256}(?:\x07|\x1b\\))|"
                              r"([\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f])")
+_ANY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # every character either branch can start with
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 MAX_CONTROL_RATIO = 0.01
 
 
 def count_control_chars(text: str) -> int:
     """Control characters the ingestion policy counts (see ``_POLICY_CONTROL``)."""
+    if not _ANY_CONTROL.search(text):  # the common case, found by a plain character-class scan
+        return 0
     return sum(1 for m in _POLICY_CONTROL.finditer(text) if m.group(1) is not None)
 
 

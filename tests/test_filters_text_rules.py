@@ -647,3 +647,40 @@ def test_repeated_ngrams_match_the_definition(seed: int) -> None:
             got = (top_ngram_char_frac(reps[n], lengths, total, n),
                    dup_ngram_char_frac(reps[n], lengths, total, n, count))
             assert got == want, (n, count)
+
+
+def test_cjk_ratio_counts_what_the_regexes_count() -> None:
+    """The fast count (str.split, CJK removal) equals the regex definition on every whitespace kind."""
+    import random
+    import re
+    import sys
+
+    from minideepseek.filters.words import CJK_RE
+
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+    assert re.compile(r"\s").findall("".join(spaces)) == spaces  # the regex agrees on what a space is
+    pool = spaces + list("ab,.1-") + ["模", "型", "か", "한", "\U00020000", "，", "\u3000", "\x1c", "\u200b"]
+    rng = random.Random(7)
+    for _ in range(300):
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 60)))
+        non_space = len(re.findall(r"\S", text))
+        want = len(CJK_RE.findall(text)) / non_space if non_space else 0.0
+        assert cjk_ratio(text) == want, repr(text)
+
+
+def test_fast_paths_equal_the_regex_definitions() -> None:
+    """strip_punct's and count_control_chars's shortcuts change no result (random texts over the
+    characters that matter: word, underscore, punctuation, CJK, controls, ANSI escapes)."""
+    import random
+    import re
+
+    from minideepseek.filters.words import strip_punct
+    from minideepseek.records import _POLICY_CONTROL, count_control_chars
+
+    edge = re.compile(r"^[\W_]+|[\W_]+$")
+    pool = list("aZ9_-.,(\"'") + ["模", "é", "٣", "\u00b2", "\x1b", "[", "m", "\x07", "\x85", "\x9f", "\t", "\n", "\x00"]
+    rng = random.Random(11)
+    for _ in range(2000):
+        w = "".join(rng.choice(pool) for _ in range(rng.randint(0, 8)))
+        assert strip_punct(w) == edge.sub("", w), repr(w)
+        assert count_control_chars(w) == sum(1 for m in _POLICY_CONTROL.finditer(w) if m.group(1) is not None)

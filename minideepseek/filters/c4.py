@@ -133,13 +133,15 @@ class C4:
         """(line after citation removal, why it goes): "" keeps it, ``c4_*`` drops the page."""
         c = self.cfg
         ws = words(line)
-        if c.max_word_length is not None and any(len(w) > c.max_word_length for w in ws):
+        if c.max_word_length is not None and max(map(len, ws), default=0) > c.max_word_length:
             return line, "too_long_word"
         if c.remove_citations:
-            line = CITATION_RE.sub("", line).strip()
+            cut = CITATION_RE.sub("", line).strip()
+            if cut != line:
+                line, ws = cut, words(cut)
         if c.filter_no_terminal_punct and (not line.endswith(END_MARKS) or line.endswith(ELLIPSIS)):
             return line, "no_terminal_punct"
-        if c.min_words_per_line is not None and sum(not is_symbol_word(w) for w in words(line)) < c.min_words_per_line:
+        if c.min_words_per_line is not None and len(ws) - sum(map(is_symbol_word, ws)) < c.min_words_per_line:
             return line, "too_few_words"
         lower = line.lower()
         if c.filter_lorem_ipsum and "lorem ipsum" in lower:

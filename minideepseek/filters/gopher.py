@@ -27,7 +27,7 @@ import numpy as np
 
 from ..config import ConfigError, require
 from .base import DocContext, FilterResult, register
-from .words import CJK_RE, cjk_ratio, is_mostly_cjk, is_symbol_word, nonblank_lines, paragraphs, strip_punct, words
+from .words import CJK_RE, MOSTLY_CJK, cjk_ratio, is_symbol_word, nonblank_lines, paragraphs, strip_punct, words
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 BULLETS = ("•", "-", "*", "‣", "◦", "·")  # datatrove checks "•" and "-"; "*" and "·" are the
@@ -140,8 +140,8 @@ class GopherQuality:
             "gopher_ellipsis_lines_ratio": sum(line.endswith(ELLIPSES) for line in lines) / n_lines,
             "gopher_alpha_words_ratio": n_alpha / n,
             "gopher_stop_words": len(present),
-            "gopher_cjk_ratio": cjk_ratio(text),
-            "gopher_cjk_skipped": self.cfg.skip_for_cjk and is_mostly_cjk(text),
+            "gopher_cjk_ratio": (cjk := cjk_ratio(text)),
+            "gopher_cjk_skipped": self.cfg.skip_for_cjk and cjk > MOSTLY_CJK,
         }
 
     def _judge(self, s: dict[str, float | int | bool]) -> str:
