@@ -57,6 +57,7 @@ from minideepseek.demo_corpus.build import DOMAINS, MANIFEST, build_demo_corpus 
 from minideepseek.fsio import sha256_file  # noqa: E402
 
 SCRIPTS = {a: pipeline.stage(a).script for a in STAGES}
+PUBLISH = ROOT / "reports" / "scale"
 WEIGHTS = {"web_en": 0.40, "code": 0.25, "math": 0.15, "academic": 0.10, "zh": 0.10}  # configs/demo.yaml
 # raw characters per DeepSeek token kept after extraction+filters, measured on the demo run
 # (sampled chars / tokens x raw/extracted), with slack: a shortfall is reported by stage 1 anyway
@@ -215,6 +216,7 @@ def measure_size(tokens: float, args: argparse.Namespace) -> dict[str, Any]:
         man = json.loads((data / a / "manifest.json").read_text())
         m["bytes_written"] = _du(data / a) - before if before == 0 else _du(data / a)
         m["manifest_peak_rss_mb"] = man.get("peak_rss_mb")
+        m["git_commit"] = man.get("git_commit")
         stages[a] = m
         done.write_text(json.dumps(m, indent=1))
         print(f"  {int(tokens):>12,} {a:<12} {json.dumps(m)}", flush=True)
@@ -318,16 +320,34 @@ def main() -> int:
     for n in [] if args.refit else [float(x) for x in args.sizes.split(",")]:
         results = sorted([r for r in results if r["target_tokens"] != n] + [measure_size(n, args)],
                          key=lambda r: r["target_tokens"])
-        fits = fit(results)
-        (out / "results.json").write_text(json.dumps(results, indent=1))
-        (out / "fit.json").write_text(json.dumps({"sizes": [r["target_tokens"] for r in results], "fit": fits}, indent=1))
-        (out / "results.md").write_text(markdown(results, fits))
+        write_results(out, results)
     if args.refit:
-        fits = fit(results)
-        (out / "fit.json").write_text(json.dumps({"sizes": [r["target_tokens"] for r in results], "fit": fits}, indent=1))
-        (out / "results.md").write_text(markdown(results, fits))
+        write_results(out, results)
     print((out / "results.md").read_text())
     return 0
+
+
+def _backfill_commits(out: Path, results: list[dict[str, Any]]) -> None:
+    """Each stage's commit, from its artifact's manifest (measurements from before it was recorded)."""
+    for r in results:
+        n = int(r["target_tokens"])
+        for a, st in r["stages"].items():
+            man = out / str(n) / "data" / f"scale_{n}" / a / "manifest.json"
+            if not st.get("git_commit") and man.is_file():
+                st["git_commit"] = json.loads(man.read_text()).get("git_commit")
+
+
+def write_results(out: Path, results: list[dict[str, Any]]) -> None:
+    """results.json, fit.json and results.md into ``out`` and, as the committed example that the
+    README's scale figures are generated from (``python -m minideepseek.readme_figures``), ``reports/scale``."""
+    _backfill_commits(out, results)
+    fits = fit(results)
+    for d in (out, PUBLISH):
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+        (d / "fit.json").write_text(json.dumps({"sizes": [r["target_tokens"] for r in results], "fit": fits},
+                                               indent=1) + "\n")
+        (d / "results.md").write_text(markdown(results, fits))
 
 
 if __name__ == "__main__":

@@ -211,8 +211,56 @@ def dashboard(r: Reports) -> str:
     return head + "".join(f"- {f['where']}: {f['detail']} (`{f['rule']}`)\n" for f in flags)
 
 
+GOAL_WALL_H, GOAL_RSS_GB = 2.0, 16.0  # issue 20's goals for stages 1-4 at 1B tokens on 2 cores / 24 GiB
+
+
+def scale(r: Reports) -> str:
+    """The scale bench's sizes (``reports/scale/results.json`` and ``fit.json``, written by
+    ``bench/bench_scale.py``): per size and stage wall, CPU, peak RSS, bytes written and tokens per
+    CPU-second; the growth fit; the largest size against the goals."""
+    d = Reports(r.dir.parent / "scale")
+    results, fits = d.doc("results"), d.get("fit", "fit")
+    names = {a: pipeline.producer(a).script.removesuffix(".py") for a in fits}
+    lines = ["| target DeepSeek tokens | sampled | packed (ours) | stage | wall s | CPU s | peak RSS MB (tree) "
+             "| written MB | tokens per CPU-s | commit |", "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    for res in results:
+        for a, st in res["stages"].items():
+            lines.append(f"| {res['target_tokens']:,.0f} | {res['sampled_tokens']:,.0f} | {res['packed_tokens']:,.0f} "
+                         f"| {names[a]} | {st['wall_s']:,.1f} | {st['cpu_s']:,.1f} | {st['peak_rss_tree_mb']:,.0f} "
+                         f"| {st['bytes_written'] / 2**20:,.1f} | {st['throughput']['tokens_per_cpu_s']:,} "
+                         f"| {(st.get('git_commit') or '?')[:7]} |")
+    sizes = ", ".join(f"{x['packed_tokens'] / 1e6:,.1f}M" for x in results)
+    lines += ["", f"Growth over the {len(results)} sizes ({sizes} packed tokens): exponents of a least-squares line "
+              "in log-log against packed tokens, and CPU-s / RSS as fixed + marginal per 1M work units (`report.py bill`'s: "
+              "DeepSeek tokens read by stage 1, sampled tokens for stage 2, sample tokens for stage 3, packed tokens "
+              "for stage 4):", "",
+              "| stage | wall exp. | CPU-s exp. | RSS exp. | CPU-s fixed + per 1M | RSS MB fixed + per 1M |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for a, f in fits.items():
+        cl, rl = f.get("cpu_linear"), f.get("rss_linear")
+        cpu = f"{cl[0]:.1f} + {cl[1] * 1e6:.2f}" if cl else ""
+        mem = f"{rl[0]:.0f} + {rl[1] * 1e6:.1f}" if rl else ""
+        lines.append(f"| {names[a]} | {f['wall_exponent']} | {f['time_exponent']} | {f['rss_exponent']} | {cpu} | {mem} |")
+    top = results[-1]
+    wall = sum(st["wall_s"] for st in top["stages"].values())
+    rss = max(st["peak_rss_tree_mb"] for st in top["stages"].values())
+    disk = sum(st["bytes_written"] for st in top["stages"].values())
+    worst = max(top["stages"], key=lambda a: top["stages"][a]["peak_rss_tree_mb"])
+    at_goal = top["target_tokens"] >= 1e9  # the goals are stated for the seed's 1B tokens
+
+    def verdict(ok: bool) -> str:
+        return ("met" if ok else "**not met**") if at_goal else "the goal is for 1B"
+
+    lines += ["", f"At the largest size ({top['target_tokens']:,.0f} target DeepSeek tokens, "
+              f"{top['sampled_tokens']:,.0f} sampled, {top['packed_tokens']:,.0f} packed): stages 1-4 took "
+              f"**{wall / 3600:.2f} h** wall (goal <= {GOAL_WALL_H:g} h: {verdict(wall <= GOAL_WALL_H * 3600)}), "
+              f"peak RSS **{rss / 1024:.1f} GB** ({names[worst]}; goal <= {GOAL_RSS_GB:g} GB: "
+              f"{verdict(rss <= GOAL_RSS_GB * 1024)}), **{disk / 2**30:.1f} GiB** written by the four artifacts."]
+    return "\n".join(lines) + "\n"
+
+
 BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times": stage_times, "withdraw": withdrawal,
-                                               "dashboard": dashboard,
+                                               "dashboard": dashboard, "scale": scale,
                                                # the stage table comes from the registry, not from a run
                                                "stages": lambda r: pipeline.layout_table()}
 

@@ -121,3 +121,28 @@ def test_packing_report_names_stage1_target_unit(tmp_path: Path) -> None:
     raw.mkdir(parents=True)
     (raw / "manifest.json").write_text(json.dumps({"config": {"sampler": {"target_docs": 400, "target_tokens": None}}}))
     assert stage1_target(tmp_path / "run") == {"unit": "docs", "value": 400}
+
+
+def _scale_results(target: float, wall_s: float, rss_mb: float) -> list[dict]:
+    stage = {"wall_s": wall_s, "cpu_s": 2 * wall_s, "peak_rss_tree_mb": rss_mb, "bytes_written": 2**30,
+             "throughput": {"tokens_per_cpu_s": 1000}, "git_commit": "abcdef0123"}
+    return [{"target_tokens": target, "sampled_tokens": target * 0.9, "packed_tokens": target * 0.6,
+             "stages": {a: dict(stage) for a in ("mixed_raw", "mixed_dedup", "tokenizer", "packed")}}]
+
+
+@pytest.mark.parametrize(("target", "wall_s", "rss_mb", "expect"), [
+    (1e9, 1000.0, 4000.0, ["1.11 h** wall (goal <= 2 h: met)", "3.9 GB** (mix_sampler; goal <= 16 GB: met)"]),
+    (1e9, 2000.0, 20000.0, ["2.22 h** wall (goal <= 2 h: **not met**)", "goal <= 16 GB: **not met**"]),
+    (1e8, 2000.0, 20000.0, ["goal <= 2 h: the goal is for 1B"]),
+])
+def test_scale_block_states_the_largest_size_against_the_goals(tmp_path: Path, target: float, wall_s: float,
+                                                               rss_mb: float, expect: list[str]) -> None:
+    (tmp_path / "scale").mkdir()
+    (tmp_path / "scale" / "results.json").write_text(json.dumps(_scale_results(target, wall_s, rss_mb)))
+    fits = {a: {"wall_exponent": 1.0, "time_exponent": 1.0, "rss_exponent": 0.1, "rss_linear": None,
+                "cpu_linear": [1.0, 2e-6]} for a in ("mixed_raw", "mixed_dedup", "tokenizer", "packed")}
+    (tmp_path / "scale" / "fit.json").write_text(json.dumps({"fit": fits}))
+    text = rf.scale(rf.Reports(tmp_path / "demo"))
+    assert "| pack_shuffle | 1.0 | 1.0 | 0.1 | 1.0 + 2.00 |  |" in text and "abcdef0" in text
+    for e in expect:
+        assert e in text, (e, text)
