@@ -51,9 +51,15 @@ def bill_main(args: argparse.Namespace, report_dir: Path, data_dir: Path | None)
         for r in json.loads(res.read_text(encoding="utf-8")) if res.is_file() else []:
             if f"scale_{int(r['target_tokens'])}" == args.run:
                 measured = r["stages"]
-    bill = project(run_facts(report_dir, data_dir), a, fit, measured)
-    out = Path(args.out) if args.out else report_dir
-    write_text_atomic(out / "cost.md", markdown(bill, args.run))
-    write_json_atomic(out / "cost.json", bill)
-    print(f"bill: {out / 'cost.md'}")
+    out = write_bill(args.run, report_dir, data_dir, a, Path(args.out) if args.out else report_dir, fit, measured)
+    print(f"bill: {out}")
     return 0
+
+
+def write_bill(run: str, report_dir: Path, data_dir: Path | None, a: BillAssumptions, out: Path,
+               fit: dict[str, Any] | None = None, measured: dict[str, Any] | None = None) -> Path:
+    """``cost.md`` and ``cost.json`` in ``out`` for the run's reports (and manifests under ``data_dir``)."""
+    bill = project(run_facts(report_dir, data_dir), a, fit, measured)
+    write_text_atomic(out / "cost.md", markdown(bill, run))
+    write_json_atomic(out / "cost.json", bill)
+    return out / "cost.md"

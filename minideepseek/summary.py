@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from . import pipeline
+from .bill import BillAssumptions
+from .bill_cli import write_bill
 from .config import apply_overrides, build
 from .fsio import write_json_atomic, write_text_atomic
 from .provenance import git_commit, package_versions
@@ -162,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     write_json_atomic(run.report_dir / "summary.json", f)
     write_text_atomic(run.report_dir / "summary.md", markdown(f))
     print(f"artifacts: {run.run_dir}/   reports: {run.report_dir}/   summary: {run.report_dir / 'summary.md'}")
+    try:  # the data bill with its default assumptions (`report.py bill RUN` takes others)
+        cost = write_bill(run.name, run.report_dir, run.run_dir, BillAssumptions(), run.report_dir)
+        print(f"data bill (projected to 1B / 70B / 15T tokens): {cost}")
+    except (OSError, KeyError, ValueError) as exc:  # a partial run (--only) lacks reports the bill reads
+        print(f"data bill not written ({type(exc).__name__}: {exc}); run `python report.py bill {run.name}` "
+              f"once stages 1-4 have reports")
     return 0
 
 

@@ -69,6 +69,8 @@ def test_pipeline_end_to_end_and_kill_rerun(tmp_path):
     run_a = tmp_path / "a" / "data" / "e2e"
     summary = (tmp_path / "a" / "reports" / "e2e" / "summary.md").read_text()
     assert "mix_sampler.py" in summary and "not run" not in summary, summary
+    cost = json.loads((tmp_path / "a" / "reports" / "e2e" / "cost.json").read_text())  # the run's data bill
+    assert "data bill" in out and cost["rows"] and (tmp_path / "a" / "reports" / "e2e" / "cost.md").is_file()
     files_a = _data_files(run_a)
     assert {k.split("/")[0] for k in files_a} >= {"mixed_raw", "mixed_dedup", "tokenizer"}
 
