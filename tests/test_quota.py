@@ -92,3 +92,25 @@ def test_read_ahead_fetch_changes_no_output():
     assert ahead_emitted == plain_emitted and ahead_out == plain_out and ahead_stats == plain_stats
     # the read-ahead happened: more batches were started than the taken documents needed
     assert sum(map(len, started)) > sum(len(v) for v in plain_emitted.values())
+
+
+def test_a_source_error_past_the_quota_is_not_raised_by_the_read_ahead():
+    """The batch read ahead is not needed when the current one fills the quota: an error the source
+    raises while reading it surfaces only if that batch is needed (as without read-ahead)."""
+    def it(epoch):
+        yield from (RawDoc(source_id=f"d{i}", text="x") for i in range(4))
+        raise RuntimeError("stream failed")
+
+    class Ahead:
+        def __call__(self, raws):
+            return self.submit(raws)()
+
+        def submit(self, raws):
+            return lambda: [{"id": r.source_id, "n_tokens": 1, "n_chars": 1, "audit_trace": []} for r in raws]
+
+    out: list[dict] = []
+    t = Taker("s", it, "docs", 1.0, Ahead(), out.append, lambda r: None, batch_size=4, max_reject_fraction=0.5)
+    t.take_until(3)
+    assert [r["id"] for r in out] == ["d0", "d1", "d2"]
+    with pytest.raises(RuntimeError, match="stream failed"):
+        t.take_until(10)  # now the failing batch is needed

@@ -108,6 +108,22 @@ class Taker:
         submit = getattr(self._fetch, "submit", None)
         return submit(raws) if submit is not None else (lambda: self._fetch(raws))
 
+    def _read_ahead(self) -> None:
+        """Start the next batch of this pass (a new pass starts only when this one is used up). A source
+        that fails while reading it (a stream out of retries) fails when that batch is needed, as without
+        read-ahead: a quota the current batch fills is not lost to an error past it."""
+        try:
+            ahead = self._read()
+        except Exception as exc:  # noqa: BLE001 - re-raised unchanged by the collector, if ever called
+
+            def fail(exc: Exception = exc) -> list[dict | Reject]:
+                raise exc
+
+            self._ahead = fail
+            return
+        if ahead:
+            self._ahead = self._submit(ahead)
+
     def _refill(self) -> bool:
         """Fetch the next batch into the pending queue; False when no more records exist."""
         while not self._pending:
@@ -128,9 +144,7 @@ class Taker:
                     self._it = self._iter_epoch(self.epoch)
                     continue
                 collect = self._submit(raws)
-            ahead = self._read()  # same pass only: a new pass starts when this one is used up
-            if ahead:
-                self._ahead = self._submit(ahead)
+            self._read_ahead()
             for item in collect():
                 if isinstance(item, Reject):
                     if self.epoch == 1:
