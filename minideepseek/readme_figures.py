@@ -247,15 +247,20 @@ def scale(r: Reports) -> str:
     disk = sum(st["bytes_written"] for st in top["stages"].values())
     worst = max(top["stages"], key=lambda a: top["stages"][a]["peak_rss_tree_mb"])
     at_goal = top["target_tokens"] >= 1e9  # the goals are stated for the seed's 1B tokens
+    # a corpus that ran short sampled less than its target: the time goal is judged on the wall scaled
+    # linearly to 1B sampled tokens (memory is stated as measured)
+    k = max(1.0, 1e9 / top["sampled_tokens"]) if at_goal else 1.0
 
     def verdict(ok: bool) -> str:
         return ("met" if ok else "**not met**") if at_goal else "the goal is for 1B"
 
+    scaled = f" = **{wall * k / 3600:.2f} h** scaled linearly to 1B sampled tokens" if k > 1.0 else ""
     lines += ["", f"At the largest size ({top['target_tokens']:,.0f} target DeepSeek tokens, "
               f"{top['sampled_tokens']:,.0f} sampled, {top['packed_tokens']:,.0f} packed): stages 1-4 took "
-              f"**{wall / 3600:.2f} h** wall (goal <= {GOAL_WALL_H:g} h: {verdict(wall <= GOAL_WALL_H * 3600)}), "
-              f"peak RSS **{rss / 1024:.1f} GB** ({names[worst]}; goal <= {GOAL_RSS_GB:g} GB: "
-              f"{verdict(rss <= GOAL_RSS_GB * 1024)}), **{disk / 2**30:.1f} GiB** written by the four artifacts."]
+              f"**{wall / 3600:.2f} h** wall{scaled} (goal <= {GOAL_WALL_H:g} h: "
+              f"{verdict(wall * k <= GOAL_WALL_H * 3600)}), peak RSS **{rss / 1024:.1f} GB** as measured "
+              f"({names[worst]}; goal <= {GOAL_RSS_GB:g} GB: {verdict(rss <= GOAL_RSS_GB * 1024)}), "
+              f"**{disk / 2**30:.1f} GiB** written by the four artifacts."]
     return "\n".join(lines) + "\n"
 
 

@@ -131,8 +131,10 @@ def _scale_results(target: float, wall_s: float, rss_mb: float) -> list[dict]:
 
 
 @pytest.mark.parametrize(("target", "wall_s", "rss_mb", "expect"), [
-    (1e9, 1000.0, 4000.0, ["1.11 h** wall (goal <= 2 h: met)", "3.9 GB** (mix_sampler; goal <= 16 GB: met)"]),
-    (1e9, 2000.0, 20000.0, ["2.22 h** wall (goal <= 2 h: **not met**)", "goal <= 16 GB: **not met**"]),
+    (1e9, 1000.0, 4000.0, ["1.11 h** wall = **1.23 h** scaled linearly to 1B sampled tokens (goal <= 2 h: met)",
+                           "3.9 GB** as measured (mix_sampler; goal <= 16 GB: met)"]),
+    (1e9, 1700.0, 20000.0, ["1.89 h** wall = **2.10 h** scaled", "(goal <= 2 h: **not met**)",
+                            "goal <= 16 GB: **not met**"]),
     (1e8, 2000.0, 20000.0, ["goal <= 2 h: the goal is for 1B"]),
 ])
 def test_scale_block_states_the_largest_size_against_the_goals(tmp_path: Path, target: float, wall_s: float,
