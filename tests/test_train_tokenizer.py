@@ -164,3 +164,50 @@ def test_lossy_normalizer_is_reported(run):
     assert "LOSSY" in md and "What the `nfkc` normalizer rewrites" in md
     tok = Tokenizer.from_file(str(tmp / "data" / "t" / "tokenizer" / "tokenizer.json"))
     assert tok.decode(tok.encode("天下，大势").ids) == "天下,大势"
+
+
+def test_heldout_evaluation_cap_reads_a_prefix_of_each_split(run):
+    """tokenizer.eval_max_chars: each (split, source) evaluates a prefix of its held-out documents in
+    dataset order, stopping once the cap is reached; 0 evaluates everything, the same texts as a full
+    scan of the dataset picks; the report says what was evaluated of what was held out."""
+    from minideepseek.arrow_io import read_columns
+    from minideepseek.tokenizer.sample import component_of
+    from minideepseek.tokenizer.stage import heldout_texts
+
+    tmp, cfg = run
+    src = tmp / "data" / "t" / "mixed_dedup"
+    meta = read_columns(src, ["source", "n_chars", "url", "audit_trace", "text"])
+    comps = [component_of(t[0] if t else "", u or "") for t, u in zip(meta["audit_trace"], meta["url"])]
+    tc = TokenizerConfig(vocab_size=3000, heldout_min_docs=3, min_chars_per_source=1000, component_heldout_fraction=0.2)
+    splits, _ = stratified_split(tc, 1234, meta["source"], meta["n_chars"], comps)
+    full = {"random": {n: [meta["text"][i] for i in sorted(s.heldout)] for n, s in splits.items()},
+            "component": {n: [meta["text"][i] for i in sorted(s.heldout_component)] for n, s in splits.items()}}
+    held, cov = heldout_texts(src, splits, meta["n_chars"], 0)
+    assert held == full
+    cap = 20_000
+    held, cov = heldout_texts(src, splits, meta["n_chars"], cap)
+    n_capped = 0
+    for kind in ("random", "component"):
+        for name, texts in held[kind].items():
+            whole = full[kind][name]
+            assert texts == whole[:len(texts)], "a prefix in dataset order"
+            c = cov[kind][name]
+            assert (c["docs"], c["chars"], c["heldout_docs"]) == (len(texts), sum(map(len, texts)), len(whole))
+            if whole:
+                assert texts, "at least one document"
+                assert sum(map(len, texts[:-1])) < cap, "stops at the first document that reaches the cap"
+            if len(texts) < len(whole):
+                n_capped += 1
+                assert c["chars"] >= cap
+    assert n_capped, "the fixture's splits are larger than the cap"
+    # the stage: the report's per-source figures are measured on exactly the evaluated documents
+    assert train_tokenizer.main(["--config", str(cfg), "--set", f"tokenizer.eval_max_chars={cap}"]) == 0
+    rep = json.loads((tmp / "reports" / "t" / "tokenizer_eval.json").read_text())
+    ec = rep["eval_coverage"]
+    assert ec["max_chars"] == cap and ec["capped"]
+    for kind, by_src in rep["splits"].items():
+        for name, by_tok in by_src["per_source"].items():
+            assert by_tok["ours"]["docs"] == ec["splits"][kind][name]["docs"]
+    assert "tokenizer.eval_max_chars" in (tmp / "reports" / "t" / "tokenizer_eval.md").read_text()
+    with pytest.raises(ConfigError, match="eval_max_chars"):
+        TokenizerConfig(eval_max_chars=-1)

@@ -38,6 +38,14 @@ def eval_markdown(r: dict[str, Any]) -> str:
         + f". Vocabulary utilization on random held-out text: {100 * r['vocab_utilization']:.1f}% "
         f"({r['vocab_seen']:,} ids).", "",
     ]
+    cov = r.get("eval_coverage") or {}
+    if cov.get("capped"):
+        lines += [f"Evaluated on at most {cov['max_chars']:,} characters per held-out split and source "
+                  "(`tokenizer.eval_max_chars`); capped: "
+                  + ", ".join(f"{x} ({cov['splits'][x.split('/')[0]][x.split('/')[1]]['docs']:,} of "
+                              f"{cov['splits'][x.split('/')[0]][x.split('/')[1]]['heldout_docs']:,} docs)"
+                              for x in cov["capped"])
+                  + ". The rest of those documents is still held out of training.", ""]
     splits = r.get("splits") or {"random": {"per_source": r["per_source"]}}
     for k, sp in splits.items():
         lines += [f"## {_SPLIT_TITLE.get(k, k)}", ""]

@@ -83,24 +83,44 @@ def run_tokenizer(cfg: TokenizerStageConfig, upstream: dict[str, str], config_pa
                          REPORTS, force)
 
 
+def heldout_texts(src: Path, splits: dict[str, Any], n_chars: list[int], cap: int
+                  ) -> tuple[dict[str, dict[str, list[str]]], dict[str, dict[str, dict[str, int]]]]:
+    """Both held-out splits' texts (split -> source -> texts, dataset order) and what they cover. With
+    ``cap`` > 0 each (split, source) keeps documents while its characters are under ``cap`` (a prefix
+    in dataset order, at least one document), chosen from the metadata: only the chosen rows are read."""
+    pick: dict[tuple[str, str], list[int]] = {}
+    coverage: dict[str, dict[str, dict[str, int]]] = {"component": {}, "random": {}}
+    for name, s in splits.items():
+        for kind, idx in (("random", s.heldout), ("component", s.heldout_component)):
+            take, chars = [], 0
+            for i in sorted(idx):
+                if cap and take and chars >= cap:
+                    break
+                take.append(i)
+                chars += n_chars[i]
+            pick[(kind, name)] = take
+            coverage[kind][name] = {"docs": len(take), "chars": chars, "heldout_docs": len(idx),
+                                    "heldout_chars": int(sum(n_chars[i] for i in idx))}
+    where = {i: key for key, idx in pick.items() for i in idx}
+    order = np.array(sorted(where), dtype=np.int64)
+    texts = take_texts(([str(p) for p in shard_paths(src)], order)) if len(order) else []
+    held: dict[str, dict[str, list[str]]] = {"component": {n: [] for n in splits}, "random": {n: [] for n in splits}}
+    for i, t in zip(order.tolist(), texts):
+        kind, name = where[i]
+        held[kind][name].append(t)
+    return held, coverage
+
+
 def load_split_texts(tc: TokenizerConfig, seed: int, src: Path
                      ) -> tuple[list[str], dict[str, dict[str, list[str]]], dict[str, Any]]:
     """The training texts and both held-out splits' texts (split -> source -> texts), read from ``src``
-    (what the benches use to measure exactly the stage's split)."""
+    (what the benches use to measure exactly the stage's split and evaluation)."""
     meta = read_columns(src, ["source", "n_chars", "url", "audit_trace"])
     comps = [component_of(t[0] if t else "", u or "") for t, u in zip(meta["audit_trace"], meta["url"])]
     splits, _ = stratified_split(tc, seed, meta["source"], meta["n_chars"], comps)
     train_idx = {i for s in splits.values() for i in s.train}
-    where = {i: ("random", n) for n, s in splits.items() for i in s.heldout}
-    where.update({i: ("component", n) for n, s in splits.items() for i in s.heldout_component})
-    train: list[str] = []
-    held: dict[str, dict[str, list[str]]] = {"component": {n: [] for n in splits}, "random": {n: [] for n in splits}}
-    for i, row in enumerate(iter_dataset_rows(src, columns=["text"])):
-        if i in train_idx:
-            train.append(row["text"])
-        elif i in where:
-            k, n = where[i]
-            held[k][n].append(row["text"])
+    train = [t for batch in _texts(src, train_idx) for t in batch]
+    held, _ = heldout_texts(src, splits, meta["n_chars"], tc.eval_max_chars)
     return train, held, {"splits": splits}
 
 
@@ -145,13 +165,11 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
                "heldout_components": s.components_heldout}
         for name, s in splits.items()})
 
-    where = {i: ("random", n) for n, s in splits.items() for i in s.heldout}
-    where.update({i: ("component", n) for n, s in splits.items() for i in s.heldout_component})
-    held: dict[str, dict[str, list[str]]] = {"component": {n: [] for n in splits}, "random": {n: [] for n in splits}}
-    for i, row in enumerate(iter_dataset_rows(src, columns=["text"])):
-        if i in where:
-            k, n = where[i]
-            held[k][n].append(row["text"])
+    held, coverage = heldout_texts(src, splits, n_chars, tc.eval_max_chars)
+    capped = [f"{k}/{n}" for k, v in coverage.items() for n, c in v.items() if c["docs"] < c["heldout_docs"]]
+    if capped:
+        log.info("%s: evaluating at most %s characters per held-out split and source (tokenizer.eval_max_chars): "
+                 "%s capped", STAGE, f"{tc.eval_max_chars:,}", ", ".join(capped))
     log.info("%s: evaluating on the held-out docs (ours%s) ...", STAGE,
              " vs DeepSeek-V3 and Qwen2.5" if tc.eval_reference else "")
     cands = [ours(tok, tc.normalizer)]
@@ -176,6 +194,9 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
         "vocab_utilization": evs["random"]["vocab_utilization"], "vocab_seen": evs["random"]["vocab_seen"],
         "splits": {k: {"per_source": e["per_source"], "round_trip": e["round_trip"]} for k, e in evs.items()},
         "normalizer_changes": normalizer_changes(all_held, tc.normalizer),
+        # what the figures above were measured on: per split and source, documents/characters evaluated
+        # of those held out (fewer where tokenizer.eval_max_chars capped it)
+        "eval_coverage": {"max_chars": tc.eval_max_chars, "capped": capped, "splits": coverage},
         "tokens": token_samples(tok),
     }
     write_json_atomic(tmp / "tokenizer_eval.json", report)
@@ -185,7 +206,8 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
                     f"{final_vocab:,}", f"{tc.vocab_size:,}", why_not)
     counters = {"vocab_size": final_vocab, "vocab_target": tc.vocab_size, "reached_target": reached,
                 "train_docs": len(train_idx), "train_chars": train_chars,
-                "heldout_docs": len(where), "sample_per_source": sample_stats,
+                "heldout_docs": sum(len(s.heldout) + len(s.heldout_component) for s in splits.values()),
+                "sample_per_source": sample_stats,
                 "round_trip": round_trip}
     return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss})
 
