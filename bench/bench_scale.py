@@ -7,8 +7,10 @@
         --data-dir bench/out/scale/8000000/data --scale-fit bench/out/scale/fit.json
 
 **The scale corpus is recombined demo text, not new text.** For a size of N DeepSeek tokens, each of the
-demo corpus's five domains gets ``weight x N x chars/token x slack`` characters of documents built from
-its own raw records (so a source keeps its character: HTML stays HTML, Chinese stays Chinese), seeded:
+demo corpus's five domains gets ``weight x N x raw chars/token x slack`` characters of documents built
+from its own raw records (so a source keeps its character: HTML stays HTML, Chinese stays Chinese),
+where raw chars/token is what stage 1's own extraction, filters and token counter keep of a pilot of
+``PILOT_DOCS`` such documents (``pilot_yield``; in ``scale_stats.json``) and slack is 1.12. Seeded:
 
 * *unique* documents: a window of 30-70% of one record's paragraphs, then a window of another record of
   the same component, with ``--swap`` (8%) of the words (or CJK characters) replaced by words of the
@@ -59,10 +61,8 @@ from minideepseek.fsio import sha256_file  # noqa: E402
 SCRIPTS = {a: pipeline.stage(a).script for a in STAGES}
 PUBLISH = ROOT / "reports" / "scale"
 WEIGHTS = {"web_en": 0.40, "code": 0.25, "math": 0.15, "academic": 0.10, "zh": 0.10}  # configs/demo.yaml
-# raw characters per DeepSeek token kept after extraction+filters, measured on the demo run
-# (sampled chars / tokens x raw/extracted), with slack: a shortfall is reported by stage 1 anyway
-RAW_CHARS_PER_TOKEN = {"web_en": 4.3 * 3.0, "code": 3.8 * 1.6, "math": 3.3 * 4.0, "academic": 3.6 * 1.6,
-                       "zh": 1.8 * 2.5}
+PILOT_DOCS = 400  # recombined documents per domain whose stage-1 yield sizes the corpus
+SLACK = 1.12  # corpus above the pilot's estimate: the pilot's yield varies by a few % between draws
 _WORD = re.compile(r"[A-Za-z]{3,}|[\u4e00-\u9fff]")
 
 
@@ -83,6 +83,74 @@ def _window(paras: list[str], rng: random.Random) -> list[str]:
     return paras[s:s + k]
 
 
+class _Recombiner:
+    """One domain's document stream: recombined unique documents with planted exact/near copies."""
+
+    def __init__(self, recs: list[dict], rng: random.Random, args: argparse.Namespace) -> None:
+        self.recs, self.rng, self.args = recs, rng, args
+        self.by_comp: dict[str, list[dict]] = {}
+        for r in recs:
+            self.by_comp.setdefault(r["component"], []).append(r)
+        self.pool = [m.group(0) for r in recs[:300] for m in _WORD.finditer(r["raw"][:20_000])] or ["data"]
+        self.made: list[dict] = []
+        self.n_exact = self.n_near = 0
+
+    def next(self) -> dict:
+        rng, args, made = self.rng, self.args, self.made
+        u = rng.random()
+        if made and u < args.exact:
+            rec, self.n_exact = {**rng.choice(made)}, self.n_exact + 1
+        elif made and u < args.exact + args.near:
+            base = rng.choice(made)
+            rec, self.n_near = {**base, "raw": _swap(base["raw"], 0.02, self.pool, rng)}, self.n_near + 1
+        else:
+            a = rng.choice(self.recs)
+            b = rng.choice(self.by_comp[a["component"]])
+            paras = _window(a["raw"].split("\n\n"), rng) + _window(b["raw"].split("\n\n"), rng)
+            rec = {**a, "raw": _swap("\n\n".join(paras), args.swap, self.pool, rng)}
+            if len(made) < 2_000 or rng.random() < 0.05:  # the pool duplicates are drawn from
+                made.append(rec)
+        i = self.n_exact + self.n_near + len(made)
+        return {**rec, "doc_key": f"{rec['doc_key']}#s{i}", "url": f"{rec.get('url', '')}#s{i}"}
+
+
+def pilot_yield(config: str, domain_recs: dict[str, list[dict]], args: argparse.Namespace) -> dict[str, Any]:
+    """Raw characters per DeepSeek token that stage 1 keeps, per domain, measured by running stage 1's own
+    per-document path (extraction, validation, the source's filters, the token counter) over
+    ``PILOT_DOCS`` recombined documents. Recombined pages are not demo pages (a window of an HTML file's
+    paragraphs extracts to less text than the file), so the demo's own yield undersized the corpus: at
+    the 1B size every source ran out and 79% of the target was sampled."""
+    from minideepseek.records import RawDoc, Reject
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+    from minideepseek.sampling.process import ProcessSettings, process_one
+    from minideepseek.tokencount import TokenCounter
+
+    cfg = load_stage_config(MixSamplerConfig, ROOT / config, quiet=True)
+    counter = TokenCounter(cfg.sampler.token_counter)
+    out: dict[str, Any] = {}
+    for s in cfg.sources:
+        d = getattr(s, "domain", None)
+        if d not in domain_recs:
+            continue
+        gen = _Recombiner(domain_recs[d], random.Random(f"{args.seed}:{d}:pilot"), args)
+        settings = ProcessSettings(source=s.name, min_chars=cfg.sampler.min_chars, max_chars=cfg.sampler.max_chars,
+                                   extract=cfg.extract, filters=s.filters, lang=s.lang)
+        raw_chars, kept = 0, []
+        for _ in range(PILOT_DOCS):
+            r = gen.next()
+            raw_chars += len(r["raw"])
+            row = process_one(RawDoc(text=r["raw"], source_id=r["doc_key"], url=r.get("url", ""),
+                                     license=r.get("license", ""), fmt=r.get("format", "text"), lang=s.lang,
+                                     meta={"component": r["component"]}), settings)
+            if not isinstance(row, Reject):
+                kept.append(row["text"])
+        toks = sum(counter.count(kept))
+        out[d] = {"docs": PILOT_DOCS, "kept_docs": len(kept), "raw_chars": raw_chars, "kept_tokens": toks,
+                  "raw_chars_per_token": round(raw_chars / max(toks, 1), 3)}
+    return out
+
+
 def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> dict[str, Any]:
     """The demo corpus recombined to ~``tokens`` DeepSeek tokens (after filters), in its own format."""
     src = build_demo_corpus()
@@ -92,46 +160,25 @@ def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> di
     shutil.rmtree(out / "cache", ignore_errors=True)
     root.mkdir(parents=True)
     manifest = json.loads(json.dumps(src.manifest))
-    stats: dict[str, Any] = {"planted": {"exact": args.exact, "near": args.near, "swap": args.swap}, "domains": {}}
-    for d in DOMAINS:
-        rng = random.Random(f"{args.seed}:{d}:{tokens}")
-        # text records only: the corpus's few invalid-UTF-8 files (raw_b64) are stage 1's reject path,
-        # tested on their own, and have no text to recombine
-        recs = [r for r in src.iter_domain(d) if r.get("raw") is not None]
-        if not recs:
-            continue
-        by_comp: dict[str, list[dict]] = {}
-        for r in recs:
-            by_comp.setdefault(r["component"], []).append(r)
-        pool = [m.group(0) for r in recs[:300] for m in _WORD.finditer(r["raw"][:20_000])] or ["data"]
-        want = WEIGHTS[d] * tokens * RAW_CHARS_PER_TOKEN[d]
-        made: list[dict] = []
+    # text records only: the corpus's few invalid-UTF-8 files (raw_b64) are stage 1's reject path,
+    # tested on their own, and have no text to recombine
+    domain_recs = {d: recs for d in DOMAINS if (recs := [r for r in src.iter_domain(d) if r.get("raw") is not None])}
+    pilot = pilot_yield(args.config, domain_recs, args)
+    stats: dict[str, Any] = {"planted": {"exact": args.exact, "near": args.near, "swap": args.swap},
+                             "pilot": pilot, "slack": SLACK, "domains": {}}
+    for d, recs in domain_recs.items():
+        gen = _Recombiner(recs, random.Random(f"{args.seed}:{d}:{tokens}"), args)
+        want = WEIGHTS[d] * tokens * pilot[d]["raw_chars_per_token"] * SLACK
         chars = 0
-        n_exact = n_near = 0
         path = root / manifest["domains"][d]["file"]
         with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
             while chars < want:
-                u = rng.random()
-                if made and u < args.exact:
-                    base = rng.choice(made)
-                    rec, n_exact = {**base}, n_exact + 1
-                elif made and u < args.exact + args.near:
-                    base = rng.choice(made)
-                    rec, n_near = {**base, "raw": _swap(base["raw"], 0.02, pool, rng)}, n_near + 1
-                else:
-                    a = rng.choice(recs)
-                    b = rng.choice(by_comp[a["component"]])
-                    paras = _window(a["raw"].split("\n\n"), rng) + _window(b["raw"].split("\n\n"), rng)
-                    rec = {**a, "raw": _swap("\n\n".join(paras), args.swap, pool, rng)}
-                    if len(made) < 2_000 or rng.random() < 0.05:  # the pool duplicates are drawn from
-                        made.append(rec)
-                i = n_exact + n_near + len(made)
-                rec = {**rec, "doc_key": f"{rec['doc_key']}#s{i}", "url": f"{rec.get('url', '')}#s{i}"}
+                rec = gen.next()
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 chars += len(rec["raw"])
                 stats["domains"].setdefault(d, {"docs": 0})["docs"] += 1
         demo_chars = sum(len(r["raw"]) for r in recs)
-        stats["domains"][d].update({"chars": chars, "exact": n_exact, "near": n_near,
+        stats["domains"][d].update({"chars": chars, "exact": gen.n_exact, "near": gen.n_near,
                                     "reuse_factor": round(chars / demo_chars, 2)})
         # the corpus loader checks every cached domain file against its manifest (issue 21)
         manifest["domains"][d].update({"n_docs": stats["domains"][d]["docs"], "n_bytes": chars,
