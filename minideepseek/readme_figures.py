@@ -261,7 +261,38 @@ def scale(r: Reports) -> str:
               f"{verdict(wall * k <= GOAL_WALL_H * 3600)}), peak RSS **{rss / 1024:.1f} GB** as measured "
               f"({names[worst]}; goal <= {GOAL_RSS_GB:g} GB: {verdict(rss <= GOAL_RSS_GB * 1024)}), "
               f"**{disk / 2**30:.1f} GiB** written by the four artifacts."]
+    proj = project_wall(results)
+    if proj is not None:
+        lo, hi, per = proj
+        total = sum(per.values())
+        lines += ["", f"Projected to 1B sampled tokens from the two largest sizes that sampled their whole target "
+                  f"({lo['sampled_tokens']:,.0f} and {hi['sampled_tokens']:,.0f}: the recipe's mix), each stage's wall "
+                  "extended linearly by its marginal seconds per sampled token between them: "
+                  + ", ".join(f"{names[a]} {w / 60:,.0f} min" for a, w in per.items())
+                  + f" = **{total / 3600:.2f} h** (goal <= {GOAL_WALL_H:g} h: "
+                  f"{'met' if total <= GOAL_WALL_H * 3600 else '**not met**'}; train_tokenizer's BPE sample is "
+                  "capped by `tokenizer.max_train_chars`, so its linear share is an upper bound)."]
     return "\n".join(lines) + "\n"
+
+
+FULL_SAMPLE = 0.98  # a size "sampled its target" when stage 1 reached this share of it
+
+
+def project_wall(results: list[dict]) -> tuple[dict, dict, dict[str, float]] | None:
+    """Each stage's wall at 1B sampled tokens, linear through the two largest sizes below 1B that sampled
+    their whole target (a size whose sources ran dry sampled another mix than the recipe's): the fixed
+    cost stays fixed and the marginal cost per token holds. None with fewer than two such sizes."""
+    full = sorted((r for r in results if r["sampled_tokens"] >= FULL_SAMPLE * r["target_tokens"]
+                   and r["sampled_tokens"] < 1e9), key=lambda r: r["sampled_tokens"])
+    if len(full) < 2:
+        return None
+    lo, hi = full[-2], full[-1]
+    span = hi["sampled_tokens"] - lo["sampled_tokens"]
+    per = {}
+    for a, st in hi["stages"].items():
+        slope = max(0.0, (st["wall_s"] - lo["stages"][a]["wall_s"]) / span)
+        per[a] = st["wall_s"] + slope * (1e9 - hi["sampled_tokens"])
+    return lo, hi, per
 
 
 BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times": stage_times, "withdraw": withdrawal,

@@ -148,3 +148,24 @@ def test_scale_block_states_the_largest_size_against_the_goals(tmp_path: Path, t
     assert "| pack_shuffle | 1.0 | 1.0 | 0.1 | 1.0 + 2.00 |  |" in text and "abcdef0" in text
     for e in expect:
         assert e in text, (e, text)
+
+
+def test_scale_block_projects_1b_from_the_sizes_that_sampled_their_target(tmp_path: Path) -> None:
+    """The projection uses only sizes that sampled their whole target (a size whose sources ran dry
+    sampled another mix), linear through the two largest: fixed cost kept, marginal cost per token."""
+    def size(target: float, sampled: float, wall: float) -> dict:
+        r = _scale_results(target, wall, 1000.0)[0]
+        r["sampled_tokens"] = sampled
+        return r
+    results = [size(1e7, 1e7, 100.0), size(1e8, 1e8, 550.0), size(1e9, 7e8, 3000.0)]
+    (tmp_path / "scale").mkdir()
+    (tmp_path / "scale" / "results.json").write_text(json.dumps(results))
+    fits = {a: {"wall_exponent": 1.0, "time_exponent": 1.0, "rss_exponent": 0.1, "rss_linear": None,
+                "cpu_linear": None} for a in ("mixed_raw", "mixed_dedup", "tokenizer", "packed")}
+    (tmp_path / "scale" / "fit.json").write_text(json.dumps({"fit": fits}))
+    lo, hi, per = rf.project_wall(results)
+    assert (lo["target_tokens"], hi["target_tokens"]) == (1e7, 1e8), "the short 1B size is not used"
+    assert per["mixed_raw"] == pytest.approx(550.0 + 5e-6 * 9e8)  # 450 s per 90M tokens
+    text = rf.scale(rf.Reports(tmp_path / "demo"))
+    assert "mix_sampler 84 min" in text and f"= **{4 * per['mixed_raw'] / 3600:.2f} h** (goal <= 2 h: **not met**" in text
+    assert rf.project_wall(results[1:]) is None
