@@ -280,6 +280,36 @@ def test_planted_cases_end_to_end_and_against_earlier_index(planted):
     assert cross_source_dedup.main(["--config", str(cfg2), "--force", "--set", "dedup.num_perm=64"]) == 2
 
 
+@pytest.mark.slow
+def test_line_and_paragraph_steps_in_a_pool_give_the_same_artifact(planted, monkeypatch):
+    """Large inputs run the line/paragraph steps' per-document work in worker processes (results in row
+    order, the Bloom filter and counters in the stage's process): the same artifact and the same report
+    as in one process."""
+    from minideepseek.crossdedup import granular
+    from minideepseek.stage import read_manifest
+
+    tmp, config, _, _ = planted
+    cfg = config("pool", {})
+    assert mix_sampler.main(["--config", str(cfg)]) == 0
+    assert cross_source_dedup.main(["--config", str(cfg)]) == 0
+    out = tmp / "data" / "pool" / "mixed_dedup"
+
+    def state() -> tuple:
+        rep = json.loads((tmp / "reports" / "pool" / "dedup_report.json").read_text())["granular"]
+        files = {f.name: f.read_bytes() for f in sorted(out.iterdir())  # the data, not the timed reports
+                 if f.is_file() and f.name not in ("manifest.json", "dedup_report.json", "dedup_report.md")}
+        volatile = ("perf", "near_step_peak_rss_mb")  # measurements of this run, not its content
+        return read_manifest(out)["fingerprint"], files, {k: v for k, v in rep.items() if k not in volatile}, rep["perf"]
+
+    fp, files, rep, perf = state()
+    assert "this process" in perf["lines"]["note"] and rep["lines"]["per_source"] and rep["paragraphs"]["per_source"]
+    monkeypatch.setattr(granular, "POOL_MIN_CHARS", 0)
+    assert cross_source_dedup.main(["--config", str(cfg), "--force", "--set", "dedup.num_proc=2"]) == 0
+    fp2, files2, rep2, perf2 = state()
+    assert "2 worker processes" in perf2["lines"]["note"]
+    assert (fp2, rep2) == (fp, rep) and files2 == files
+
+
 def test_index_round_trip_and_withdrawal_filter(tmp_path):
     from minideepseek.crossdedup.config import DedupConfig
     from minideepseek.crossdedup.index import PriorIndex, filter_index, index_params, save_index

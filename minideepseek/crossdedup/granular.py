@@ -38,11 +38,13 @@ import numpy as np
 import psutil
 from tqdm import tqdm
 
-from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns
+from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns, shard_paths
 from ..dedup import signatures_for_texts
+from ..executor import LocalExecutor
 from ..records import DOC_FEATURES, base_id, text_hash
 from ..tokencount import TokenCounter
 from .granular_config import step_sources
+from .granular_tasks import CHUNK_DOCS, POOL_MIN_CHARS, Chunk, clean_chunk, count_chunk, save_boiler
 from .index import INDEX_DIR, PriorIndex, against_prior, index_params, save_index
 from .lines import LineCounter
 from .near import banding
@@ -186,75 +188,91 @@ class Granular:
         para_srcs = step_sources(dc.paragraphs, self.recipe) if dc.paragraphs.enabled else set()
         sub_srcs = step_sources(dc.substrings, self.recipe) if dc.substrings.enabled else set()
         live = [i for i in range(n) if not self.is_copy[i] and i not in removed]
-        live_set = set(live)
         texts = TextStore(self.work)  # the cleaned texts, on disk (memory does not grow with the run)
 
-        # 2. lines, pass 1: counts per bucket (and the paragraph count that sizes the Bloom filter)
+        # 2. lines, pass 1: counts per bucket (and the paragraph count that sizes the Bloom filter); the
+        # per-document work runs in a process pool on large inputs (granular_tasks), results in row order
         counter = LineCounter(len(live), dc.lines.bucket_docs, dc.lines.max_repeats, dc.lines.min_line_chars, seed,
                               dc.lines.code_aware)
-        para = ParagraphDedup(0, dc.paragraphs.min_chars, dc.paragraphs.false_positive_rate, dc.paragraphs.exact)
-        n_para = 0
-        if line_srcs or para_srcs:
-            for i, row in enumerate(tqdm(iter_dataset_rows(self.src_dir, columns=["id", "source", "text"]), total=n,
-                                         unit="docs", desc="lines: count", mininterval=2)):
-                if i in live_set:
-                    if row["source"] in line_srcs:
-                        counter.add(row["id"], row["text"])
-                    if row["source"] in para_srcs:
-                        n_para += para.eligible(row["text"])
-            counter.finish()
-        para = ParagraphDedup(n_para, dc.paragraphs.min_chars, dc.paragraphs.false_positive_rate, dc.paragraphs.exact)
+        docs = [i for i in live if self.srcs[i] in line_srcs or self.srcs[i] in para_srcs]
+        parts = [docs[s0:s0 + CHUNK_DOCS] for s0 in range(0, len(docs), CHUNK_DOCS)]
+        shards = tuple(str(x.resolve()) for x in shard_paths(self.src_dir))
+        pool = dc.num_proc > 1 and sum(self.n_chars0[i] for i in docs) >= POOL_MIN_CHARS
 
-        # lines pass 2 + paragraphs, one stream in run order
+        def chunk(part: list[int], boiler_file: str = "") -> Chunk:
+            return Chunk(shards, np.array(part, dtype=np.int64), tuple(self.ids[i] for i in part),
+                         tuple(self.srcs[i] in line_srcs for i in part), tuple(self.srcs[i] in para_srcs for i in part),
+                         dc.lines.min_line_chars, dc.lines.code_aware, dc.paragraphs.min_chars, seed, counter.n_buckets,
+                         boiler_file)
+
+        def run(fn: Any, chunks: Any) -> Any:
+            return LocalExecutor().map(fn, chunks, workers=dc.num_proc) if pool else map(fn, chunks)
+
+        n_para = 0
+        for part, res in zip(parts, tqdm(run(count_chunk, (chunk(x) for x in parts)), total=len(parts), unit="chunks",
+                                         desc="lines: count", mininterval=2)):
+            for i, (hs, k) in zip(part, res):
+                if hs is not None:
+                    counter.add_hashes(self.ids[i], hs)
+                n_para += k
+        counter.finish()
+        para = ParagraphDedup(n_para, dc.paragraphs.min_chars, dc.paragraphs.false_positive_rate, dc.paragraphs.exact)
+        t_count = time.perf_counter() - self._t
+
+        # lines pass 2 + paragraphs: the workers strip lines and hash paragraphs, this process keeps the
+        # run-order state (the Bloom filter: a paragraph's first occurrence wins) and the counters
         top: Counter = Counter()
         line_stats: dict[str, Counter] = {}
         para_stats: dict[str, Counter] = {}
         para_examples: list[dict[str, Any]] = []
         after_lines = chars.copy()
-        t_lines = 0.0
         chars_in_lines = 0
-        for i, row in enumerate(tqdm(iter_dataset_rows(self.src_dir, columns=["source", "text"]), total=n, unit="docs",
-                                     desc="lines + paragraphs", mininterval=2)):
-            if i not in live_set:
-                continue
-            s, text = row["source"], row["text"]
-            if s in line_srcs:
-                t0 = time.perf_counter()
-                chars_in_lines += len(text)
-                new, gone = counter.strip(self.ids[i], text)
-                t_lines += time.perf_counter() - t0
-                if gone:
-                    st = line_stats.setdefault(s, Counter())
-                    st["docs_touched"] += 1
-                    st["lines_removed"] += len(gone)
-                    st["chars_removed"] += len(text) - len(new)
-                    top.update(gone)
-                    text = texts[i] = new
-                    after_lines[i] = len(new)
-                    if self._drop_short(i, new, dc.lines.min_doc_chars, "lines"):
-                        st["docs_dropped_too_short"] += 1
-                        continue
-            if s in para_srcs:
-                new, gone = para.strip(text)
-                if gone:
-                    st = para_stats.setdefault(s, Counter())
-                    st["docs_touched"] += 1
-                    st["paragraphs_removed"] += len(gone)
-                    st["chars_removed"] += len(text) - len(new)
-                    if len(para_examples) < 10:
-                        para_examples.append({"doc": self.ids[i], "paragraph": gone[0][:200]})
-                    texts[i] = new
-                    if self._drop_short(i, new, dc.paragraphs.min_doc_chars, "paragraphs"):
-                        st["docs_dropped_too_short"] += 1
+        if pool:
+            boiler_file = str(self.work / "boiler.npz")
+            self.work.mkdir(parents=True, exist_ok=True)
+            save_boiler(boiler_file, counter.boiler)
+            cleaned = run(clean_chunk, (chunk(x, boiler_file) for x in parts))
+        else:
+            cleaned = (clean_chunk(chunk(x), counter.boiler) for x in parts)
+        for part, res in zip(parts, tqdm(cleaned, total=len(parts), unit="chunks", desc="lines + paragraphs",
+                                         mininterval=2)):
+            for i, (text, gone, p_idx, p_hs) in zip(part, res):
+                s = self.srcs[i]
+                if s in line_srcs:
+                    chars_in_lines += self.n_chars0[i]
+                    if gone:
+                        st = line_stats.setdefault(s, Counter())
+                        st["docs_touched"] += 1
+                        st["lines_removed"] += len(gone)
+                        st["chars_removed"] += self.n_chars0[i] - len(text)
+                        top.update(gone)
+                        texts[i] = text
+                        after_lines[i] = len(text)
+                        if self._drop_short(i, text, dc.lines.min_doc_chars, "lines"):
+                            st["docs_dropped_too_short"] += 1
+                            continue
+                if s in para_srcs:
+                    new, pgone = para.apply(text, p_idx, p_hs)
+                    if pgone:
+                        st = para_stats.setdefault(s, Counter())
+                        st["docs_touched"] += 1
+                        st["paragraphs_removed"] += len(pgone)
+                        st["chars_removed"] += len(text) - len(new)
+                        if len(para_examples) < 10:
+                            para_examples.append({"doc": self.ids[i], "paragraph": pgone[0][:200]})
+                        texts[i] = new
+                        if self._drop_short(i, new, dc.paragraphs.min_doc_chars, "paragraphs"):
+                            st["docs_dropped_too_short"] += 1
         total_wall = time.perf_counter() - self._t
-        # the shared stream's time is split: lines gets its own measured strip time plus pass 1
+        # the two passes serve both steps: lines gets pass 1 (counting), paragraphs pass 2 (strip + dedup)
         peak, _ = self.rss.mark()
-        self.perf["lines"] = {"wall_s": round(t_lines, 3), "docs": len(live), "chars": chars_in_lines,
-                              "mb_per_s": round(chars_in_lines / 1e6 / t_lines, 2) if t_lines else None,
-                              "peak_rss_mb": peak, "note": "strip time only; the counting pass is in paragraphs' wall"}
-        self.perf["paragraphs"] = {"wall_s": round(total_wall - t_lines, 3), "docs": len(live), "chars": int(chars.sum()),
-                                   "mb_per_s": round(int(chars.sum()) / 1e6 / (total_wall - t_lines), 2),
-                                   "peak_rss_mb": peak, "note": "includes the line-counting pass (shared stream)"}
+        where = f"{dc.num_proc} worker processes" if pool else "this process"
+        self.perf["lines"] = {"wall_s": round(t_count, 3), "docs": len(live), "chars": chars_in_lines,
+                              "mb_per_s": round(chars_in_lines / 1e6 / t_count, 2) if t_count else None,
+                              "peak_rss_mb": peak, "note": f"pass 1 (line counts + paragraph count) in {where}"}
+        self.perf["paragraphs"] = {"wall_s": round(total_wall - t_count, 3), "docs": len(live), "chars": int(chars.sum()),
+                                   "mb_per_s": round(int(chars.sum()) / 1e6 / (total_wall - t_count), 2),
+                                   "peak_rss_mb": peak, "note": f"pass 2 (line strip + paragraph dedup) in {where}"}
         self._t = time.perf_counter()
         self._snapshot("lines", after_lines, removed)
         after_para = after_lines.copy()

@@ -51,6 +51,36 @@ def bucket_of(doc_id: str, seed: int, n_buckets: int) -> int:
     return xxhash.xxh3_64_intdigest(f"{seed}:{doc_id}".encode("utf-8", "surrogatepass")) % n_buckets
 
 
+def counts(norm: str, min_chars: int, code_aware: bool) -> bool:
+    """Whether a normalized line is counted (and can be removed) at all."""
+    return len(norm) >= min_chars and not (code_aware and is_code_line(norm))
+
+
+def doc_line_hashes(text: str, min_chars: int, code_aware: bool) -> list[int]:
+    """A document's distinct counted line hashes, sorted (pass 1's per-document work)."""
+    out = set()
+    for line in text.split("\n"):
+        n = normalize_line(line)
+        if counts(n, min_chars, code_aware):
+            out.add(line_hash(n))
+    return sorted(out)
+
+
+def strip_lines(text: str, boiler: set[int] | None, min_chars: int, code_aware: bool) -> tuple[str, list[str]]:
+    """``text`` without the lines whose hash is in ``boiler`` (its bucket's boilerplate), and the removed
+    lines (normalized) -- pass 2's per-document work."""
+    if not boiler:
+        return text, []
+    kept, gone = [], []
+    for line in text.split("\n"):
+        n = normalize_line(line)
+        if counts(n, min_chars, code_aware) and line_hash(n) in boiler:
+            gone.append(n)
+        else:
+            kept.append(line)
+    return ("\n".join(kept), gone) if gone else (text, [])
+
+
 class LineCounter:
     """Pass 1: per bucket, how many documents contain each normalized line."""
 
@@ -66,23 +96,21 @@ class LineCounter:
         self.boiler: dict[int, set[int]] = {}
         self.bucket_sizes: Counter = Counter()
 
-    def _counts(self, norm: str) -> bool:
-        return len(norm) >= self.min_chars and not (self.code_aware and is_code_line(norm))
-
     def doc_hashes(self, text: str) -> list[int]:
-        out = set()
-        for line in text.split("\n"):
-            n = normalize_line(line)
-            if self._counts(n):
-                out.add(line_hash(n))
-        return sorted(out)
+        return doc_line_hashes(text, self.min_chars, self.code_aware)
 
     def add(self, doc_id: str, text: str) -> None:
-        b = bucket_of(doc_id, self.seed, self.n_buckets)
+        self.add_hashes(doc_id, self.doc_hashes(text))
+
+    def add_hashes(self, doc_id: str, hs: list[int] | np.ndarray) -> None:
+        """Count one document's ``doc_line_hashes`` (computed here or by a pool worker)."""
+        b = self.bucket(doc_id)
         self.bucket_sizes[b] += 1
-        hs = self.doc_hashes(text)
         self._buckets.append(np.full(len(hs), b, dtype=np.int64))
-        self._hashes.append(np.array(hs, dtype=np.uint64))
+        self._hashes.append(np.asarray(hs, dtype=np.uint64))
+
+    def bucket(self, doc_id: str) -> int:
+        return bucket_of(doc_id, self.seed, self.n_buckets)
 
     def finish(self) -> None:
         """Lines over the threshold, per bucket."""
@@ -101,14 +129,4 @@ class LineCounter:
 
     def strip(self, doc_id: str, text: str) -> tuple[str, list[str]]:
         """The text without its bucket's boilerplate lines, and the removed lines (normalized)."""
-        boiler = self.boiler.get(bucket_of(doc_id, self.seed, self.n_buckets))
-        if not boiler:
-            return text, []
-        kept, gone = [], []
-        for line in text.split("\n"):
-            n = normalize_line(line)
-            if self._counts(n) and line_hash(n) in boiler:
-                gone.append(n)
-            else:
-                kept.append(line)
-        return ("\n".join(kept), gone) if gone else (text, [])
+        return strip_lines(text, self.boiler.get(self.bucket(doc_id)), self.min_chars, self.code_aware)

@@ -28,6 +28,22 @@ def _h128(norm: str) -> int:
     return xxhash.xxh3_128_intdigest(norm.encode("utf-8", "surrogatepass"))
 
 
+def eligible_paragraphs(text: str, min_chars: int) -> int:
+    return sum(1 for p in text.split("\n") if len(normalize_paragraph(p)) >= min_chars)
+
+
+def paragraph_hashes(text: str, min_chars: int) -> tuple[list[int], list[int]]:
+    """The line numbers and 128-bit hashes of ``text``'s paragraphs long enough to be deduplicated:
+    the per-document, order-free half of ``ParagraphDedup.strip``."""
+    idx, hs = [], []
+    for j, p in enumerate(text.split("\n")):
+        n = normalize_paragraph(p)
+        if len(n) >= min_chars:
+            idx.append(j)
+            hs.append(_h128(n))
+    return idx, hs
+
+
 class BloomFilter:
     def __init__(self, n_items: int, fp_rate: float) -> None:
         n = max(1, n_items)
@@ -75,16 +91,14 @@ class ParagraphDedup:
         self.added = 0
 
     def eligible(self, text: str) -> int:
-        return sum(1 for p in text.split("\n") if len(normalize_paragraph(p)) >= self.min_chars)
+        return eligible_paragraphs(text, self.min_chars)
 
     def strip(self, text: str) -> tuple[str, list[str]]:
-        paras = text.split("\n")
-        idx, hs = [], []
-        for j, p in enumerate(paras):
-            n = normalize_paragraph(p)
-            if len(n) >= self.min_chars:
-                idx.append(j)
-                hs.append(_h128(n))
+        return self.apply(text, *paragraph_hashes(text, self.min_chars))
+
+    def apply(self, text: str, idx: list[int], hs: list[int]) -> tuple[str, list[str]]:
+        """Remove from ``text`` its paragraphs (lines ``idx``, hashes ``hs`` from ``paragraph_hashes``)
+        seen earlier in the run, then remember them: the order-dependent half of ``strip``."""
         if not hs:
             return text, []
         self.queried += len(hs)
@@ -100,6 +114,7 @@ class ParagraphDedup:
         drop = {j for j, s in zip(idx, seen) if s}
         if not drop:
             return text, []
+        paras = text.split("\n")
         return "\n".join(p for j, p in enumerate(paras) if j not in drop), [paras[j] for j in sorted(drop)]
 
     def stats(self) -> dict:
