@@ -120,10 +120,11 @@ def pilot_yield(config: str, domain_recs: dict[str, list[dict]], args: argparse.
     ``PILOT_DOCS`` recombined documents. Recombined pages are not demo pages (a window of an HTML file's
     paragraphs extracts to less text than the file), so the demo's own yield undersized the corpus: at
     the 1B size every source ran out and 79% of the target was sampled."""
-    from minideepseek.records import RawDoc, Reject
+    from minideepseek.records import Reject
     from minideepseek.runconfig import load_stage_config
     from minideepseek.sampling.config import MixSamplerConfig
     from minideepseek.sampling.process import ProcessSettings, process_one
+    from minideepseek.sources.demo import demo_record_to_raw
     from minideepseek.tokencount import TokenCounter
 
     cfg = load_stage_config(MixSamplerConfig, ROOT / config, quiet=True)
@@ -140,9 +141,7 @@ def pilot_yield(config: str, domain_recs: dict[str, list[dict]], args: argparse.
         for _ in range(PILOT_DOCS):
             r = gen.next()
             raw_chars += len(r["raw"])
-            row = process_one(RawDoc(text=r["raw"], source_id=r["doc_key"], url=r.get("url", ""),
-                                     license=r.get("license", ""), fmt=r.get("format", "text"), lang=s.lang,
-                                     meta={"component": r["component"]}), settings)
+            row = process_one(demo_record_to_raw(r, s.lang), settings)  # what the demo source hands stage 1
             if not isinstance(row, Reject):
                 kept.append(row["text"])
         toks = sum(counter.count(kept))

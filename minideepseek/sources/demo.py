@@ -85,13 +85,18 @@ class DemoSource:
             self._records = None
 
     def _to_raw(self, r: dict) -> RawDoc:
-        common = {"source_id": r["doc_key"], "url": r.get("url", ""), "license": r.get("license", ""),
-                  "fmt": r.get("format", "text"), "lang": self.cfg.lang, "meta": {"component": r["component"]}}
-        if r.get("raw") is None:
-            data = base64.b64decode(r.get("raw_b64") or b"")
-            return RawDoc(text=None, raw_bytes=data, error="invalid_utf8: file is not valid UTF-8", **common)
-        return RawDoc(text=r["raw"], **common)
+        return demo_record_to_raw(r, self.cfg.lang)
 
     def iter_raw(self, epoch: int) -> Iterator[RawDoc]:
         recs = self._load()
         yield from recs.iter_order(permuted(len(recs), self.seed, self.name, epoch))
+
+
+def demo_record_to_raw(r: dict, lang: str) -> RawDoc:
+    """One demo-corpus record as the RawDoc stage 1 processes (an invalid-UTF-8 file: an error record)."""
+    common = {"source_id": r["doc_key"], "url": r.get("url", ""), "license": r.get("license", ""),
+              "fmt": r.get("format", "text"), "lang": lang, "meta": {"component": r["component"]}}
+    if r.get("raw") is None:
+        data = base64.b64decode(r.get("raw_b64") or b"")
+        return RawDoc(text=None, raw_bytes=data, error="invalid_utf8: file is not valid UTF-8", **common)
+    return RawDoc(text=r["raw"], **common)

@@ -40,11 +40,10 @@ def eval_markdown(r: dict[str, Any]) -> str:
     ]
     cov = r.get("eval_coverage") or {}
     if cov.get("capped"):
+        capped = [(x, cov["splits"][x.split("/", 1)[0]][x.split("/", 1)[1]]) for x in cov["capped"]]
         lines += [f"Evaluated on at most {cov['max_chars']:,} characters per held-out split and source "
                   "(`tokenizer.eval_max_chars`); capped: "
-                  + ", ".join(f"{x} ({cov['splits'][x.split('/')[0]][x.split('/')[1]]['docs']:,} of "
-                              f"{cov['splits'][x.split('/')[0]][x.split('/')[1]]['heldout_docs']:,} docs)"
-                              for x in cov["capped"])
+                  + ", ".join(f"{x} ({c['docs']:,} of {c['heldout_docs']:,} docs)" for x, c in capped)
                   + ". The rest of those documents is still held out of training.", ""]
     splits = r.get("splits") or {"random": {"per_source": r["per_source"]}}
     for k, sp in splits.items():
