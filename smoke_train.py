@@ -1,9 +1,9 @@
 """Stage 5: train a small decoder-only transformer on the packed shards; loss, tokens/s, decodes.
 
-    python smoke_train.py --config configs/demo.yaml                  # one process (CPU or one GPU)
+    .venv/bin/python smoke_train.py --config configs/demo.yaml                  # one process (CPU or one GPU)
     torchrun --standalone --nproc_per_node=2 smoke_train.py --config configs/demo.yaml   # gloo on CPU
     torchrun --standalone --nproc_per_node=8 smoke_train.py --config configs/gpu_8x.yaml # NCCL, bf16
-    python smoke_train.py --config configs/demo.yaml --set train.max_steps=50 --set train.doc_mask=false
+    .venv/bin/python smoke_train.py --config configs/demo.yaml --set train.max_steps=50 --set train.doc_mask=false
 
 Writes data/<run>/smoke_train/ (metrics.jsonl, batches.jsonl, checkpoint.pt, report) and
 reports/<run>/smoke_train.{md,json} + smoke_train_loss.png. An interrupted run resumes from its last

@@ -3,7 +3,7 @@
 Everything comes from the run's own manifests and reports (``data/<run>/<artifact>/manifest.json``,
 ``reports/<run>/*.json``): per stage wall, peak RSS, CPUs, output bytes, and the funnel (filter keep
 rate, dedup keep rate, our tokens per DeepSeek token, tokenizer sample share). The model, every
-assumption of which is a CLI option (``python report.py bill RUN --help``):
+assumption of which is a CLI option (``.venv/bin/python report.py bill RUN --help``):
 
 * **Work units.** Stage 1 reads raw documents (``target / ours_per_ds / dedup_keep / filter_keep``
   DeepSeek tokens), stage 2 sees the sampled tokens (``target / ours_per_ds / dedup_keep``), stage 3

@@ -1,4 +1,4 @@
-"""``python report.py bill RUN``: the options of the data bill (``bill.py``) and its writer."""
+"""``.venv/bin/python report.py bill RUN``: the options of the data bill (``bill.py``) and its writer."""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
                 return _coerce(arg, value, where)
             except ConfigError as exc:
                 errors.append(str(exc))
-        raise ConfigError(errors[0])
+        raise ConfigError(errors[0] if len(errors) == 1 else "; or ".join(errors))
     if origin is typing.Literal:
         allowed = get_args(tp)
         if value not in allowed:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import pipeline
+from .cli import venv_python
 
 
 def _cpu_stages() -> tuple[str, ...]:
@@ -59,10 +60,11 @@ def _common(inv: Invocation, stage: str) -> list[str]:
 
 
 def stage_command(script: str, inv: Invocation | None = None) -> str:
-    """``python <script> --config C --set k=v ... [--executor ray]`` for the remembered invocation."""
+    """``.venv/bin/python <script> --config C --set k=v ... [--executor ray]`` for the remembered invocation
+    (the checkout's venv interpreter when it exists: a pasted bare ``python`` lacks the packages)."""
     inv = inv or _CURRENT or Invocation(config="CONFIG")
     stage = script.removesuffix(".py")
-    return shlex.join(["python", script, *_common(inv, stage)])
+    return shlex.join([venv_python(), script, *_common(inv, stage)])
 
 
 def pipeline_command(stage: str, inv: Invocation | None = None) -> str:

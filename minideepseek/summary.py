@@ -1,7 +1,7 @@
 """``reports/<run>/summary.md``: one page that links every report and states the pipeline's figures,
 read from the stage manifests (never from the raw data).
 
-    python -m minideepseek.summary configs/demo.yaml [--set run.name=...]
+    .venv/bin/python -m minideepseek.summary configs/demo.yaml [--set run.name=...]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from . import pipeline
 from .bill import BillAssumptions
 from .bill_cli import write_bill
+from .cli import venv_python
 from .config import apply_overrides, build
 from .fsio import write_json_atomic, write_text_atomic
 from .provenance import git_commit, package_versions
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         cost = write_bill(run.name, run.report_dir, run.run_dir, BillAssumptions(), run.report_dir)
         print(f"data bill (projected to 1B / 70B / 15T tokens): {cost}")
     except Exception as exc:  # noqa: BLE001 - best effort: a partial run (--only) lacks what the bill reads
-        print(f"data bill not written ({type(exc).__name__}: {exc}); run `python report.py bill {run.name}` "
+        print(f"data bill not written ({type(exc).__name__}: {exc}); run `{venv_python()} report.py bill {run.name}` "
               f"once stages 1-4 have reports")
     return 0
 

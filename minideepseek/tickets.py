@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .cli import venv_python
 from .config import ConfigError
 from .records import base_id, normalize_for_hash
 
@@ -57,7 +58,7 @@ class Selector:
             raise ConfigError(f"--{self.kind} needs a non-empty value")
         if self.kind == "hash" and not _HEX64.fullmatch(self.value):
             raise ConfigError(f"--hash {self.value!r}: give the document's 64-hex `hash` field (sha256 of its "
-                              f"normalized text; `python -m minideepseek.tickets hash FILE` computes it)")
+                              f"normalized text; `{venv_python()} -m minideepseek.tickets hash FILE` computes it)")
         if self.kind == "text" and len(normalize_for_hash(self.value)) < MIN_FRAGMENT_CHARS:
             raise ConfigError(f"--text fragment {self.value!r} is shorter than {MIN_FRAGMENT_CHARS} characters after "
                               f"normalization; give a longer, distinctive passage")
@@ -222,7 +223,7 @@ def log_matcher(path: Path) -> Matcher:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m minideepseek.tickets hash FILE``: the ``hash`` a document with FILE's text has."""
+    """``.venv/bin/python -m minideepseek.tickets hash FILE``: the ``hash`` a document with FILE's text has."""
     import sys
 
     from .records import text_hash

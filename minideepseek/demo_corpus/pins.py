@@ -12,7 +12,7 @@ right after download and each time a cached copy is reused, against this list:
 - A package of the corpus that the list does not name is *unpinned*: a warning of its own (strict:
   an error), so a package added to the corpus without re-pinning is reported, never trusted silently.
 
-``python -m minideepseek.demo_corpus pin`` rewrites the list from the cache's own records (the
+``.venv/bin/python -m minideepseek.demo_corpus pin`` rewrites the list from the cache's own records (the
 corpus manifest, each file re-hashed first): the deliberate way to accept new versions.
 """
 
@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cli import venv_python
 from ..config import ConfigError
 
 EXPECTED_FILE = Path(__file__).with_name("expected_hashes.json")
-ACCEPT = ("to accept a new upstream version deliberately, rebuild and run `python -m minideepseek.demo_corpus pin`, "
+ACCEPT = ("to accept a new upstream version deliberately, rebuild and run "
+          "`.venv/bin/python -m minideepseek.demo_corpus pin`, "
           "then commit minideepseek/demo_corpus/expected_hashes.json")
 
 
@@ -57,7 +59,7 @@ class Expected:
             files = self.pypi.get(f"{name}=={version}")
             if files is None:
                 return [f"unpinned: PyPI {name}=={version} ({file_name}, sha256 {sha256}) is not in {self.path}; "
-                        f"it was not verified. Run `python -m minideepseek.demo_corpus pin` to record it"]
+                        f"it was not verified. Run `{venv_python()} -m minideepseek.demo_corpus pin` to record it"]
             if file_name not in files:
                 raise IntegrityError(
                     f"{where}: no expected sha256 for this file of PyPI {name}=={version} (expected one of "
@@ -69,7 +71,7 @@ class Expected:
             exp = self.debian.get(name)
             if exp is None:
                 return [f"unpinned: Debian {name} {version} (sha256 {sha256}) is not in {self.path}; it was not "
-                        f"verified. Run `python -m minideepseek.demo_corpus pin` to record it"]
+                        f"verified. Run `{venv_python()} -m minideepseek.demo_corpus pin` to record it"]
             if exp["version"] != version:
                 return [f"drift: Debian {name}: expected version {exp['version']} (sha256 {exp['sha256']}), the "
                         f"archive served {version} (sha256 {sha256}); the demo text may differ from the pinned "
@@ -129,6 +131,6 @@ def pin_from_manifest(manifest: dict[str, Any], downloads: Path, old: Expected,
                 notes.append(f"NOT PINNED: Debian {name} is in the corpus but not in this build "
                              f"(shortfall or tier left out); build it, then pin again")
     data = {"comment": "Expected sha256 of every demo-corpus download. Written by "
-                       "`python -m minideepseek.demo_corpus pin`; checked by minideepseek/demo_corpus/pins.py.",
+                       "`.venv/bin/python -m minideepseek.demo_corpus pin`; checked by minideepseek/demo_corpus/pins.py.",
             "pypi": dict(sorted(pypi.items())), "debian": dict(sorted(debian.items()))}
     return data, notes

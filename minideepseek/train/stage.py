@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from ..cli import venv_python
 from ..config import to_plain
 from ..fsio import write_json_atomic, write_text_atomic
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER
@@ -52,6 +53,12 @@ log = logging.getLogger(__name__)
 STAGE = "smoke_train"
 ARTIFACT = SMOKE_TRAIN
 SCHEMA_VERSION = 1
+# What the report's peak RSS is: stated with it, so a reader knows what to compare it with.
+MEMORY_COUNTS = ("the largest resident set of rank 0's process (ru_maxrss, or of a waited-for child when larger): "
+                 "the Python interpreter and torch's libraries, the model, gradients and AdamW state, one micro-batch's "
+                 "activations and one loss chunk's logits (loss_chunk x vocab floats), the tokenizer, and the pages "
+                 "of the memory-mapped packed shards it has read; freed heap blocks glibc keeps for the next step "
+                 "count too (bounded by train/heap.py)")
 # Timings/memory, and torch.save's non-byte-stable file; state_digest.json + batches.jsonl are
 # reproducible on CPU and make up the fingerprint.
 VOLATILE = ("metrics.jsonl", "checkpoint.pt", *REPORT_FILES, "mixture.png")
@@ -67,7 +74,7 @@ def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], conf
     packed_tok = {i["name"]: i["fingerprint"] for i in packed.get("inputs", [])}.get(TOKENIZER)
     if packed_tok != tok_man["fingerprint"]:
         raise StaleInputError(f"{run_dir / PACKED} was packed with a different tokenizer than {run_dir / TOKENIZER}; "
-                              f"rerun `python pack_shuffle.py --config {config_path}`")
+                              f"rerun `{venv_python()} pack_shuffle.py --config {config_path}`")
     inputs = [InputRef(name=PACKED, path=str(run_dir / PACKED), fingerprint=packed["fingerprint"]),
               InputRef(name=TOKENIZER, path=str(run_dir / TOKENIZER), fingerprint=tok_man["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
@@ -224,7 +231,7 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
                        "train_s": round(res.train_s, 1), "eval_s": round(res.eval_s, 1), "mask_bench": bench},
         "memory": {"peak_mb": max((h["mem_mb"] for h in res.history), default=peak_rss_mb()),
                    "kind": "torch.cuda.max_memory_allocated" if env.device.type == "cuda" else "peak RSS (ru_maxrss)",
-                   "peak_rss_mb": peak_rss_mb()},
+                   "peak_rss_mb": peak_rss_mb(), "counts": MEMORY_COUNTS, "heap": res.heap},
         "samples": {"packed": packed_dec, "generated": gens},
         "criteria": criteria(res.history, val, res.status),
         "config": to_plain(tc),

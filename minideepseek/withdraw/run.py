@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import pipeline
 from ..arrow_io import iter_dataset_rows, read_columns
+from ..cli import venv_python
 from ..config import ConfigError
 from ..fsio import write_json_atomic, write_text_atomic
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER, Plan
@@ -87,7 +88,7 @@ class Withdrawal:
         other = [x for x, st in self.log.tickets().items() if st.pending]
         if other:  # finish it first: its recorded figures assume the artifacts it saw
             raise ConfigError(f"ticket {other[0]} was interrupted and is not finished; run "
-                              f"`python withdraw.py --resume` first, then repeat this request. Nothing changed.")
+                              f"`{venv_python()} withdraw.py --resume` first, then repeat this request. Nothing changed.")
         docs = resolve(self.run_dir, selectors, t, self.wc.duplicates)
         if not docs:
             self.log.append({"event": "not_found", "ticket": t, "selectors": [s.to_json() for s in selectors],
