@@ -39,7 +39,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("withdraw.py", __doc__ or "")
+    p = stage_parser("withdraw.py", __doc__ or "", force=False)  # a withdrawal edits artifacts: nothing to force
     g = p.add_argument_group("what to withdraw (repeatable, combined with OR)")
     g.add_argument("--id", action="append", help="document id (its upsampled #eK copies follow)")
     g.add_argument("--url", action="append", help="url/origin, exact; a trailing * makes it a prefix")
@@ -59,8 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
-    if args.force:
-        p.error("--force does not apply to withdraw.py")
     setup_logging(args.log_level)
     rc = {"rc": 0}
 

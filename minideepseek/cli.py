@@ -14,7 +14,6 @@ from typing import Any
 from .config import ConfigError
 
 DEFAULT_CONFIG = "configs/demo.yaml"
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # Errors of the file system that are the user's environment, not a bug: one line naming the path.
 _ENV_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EISDIR,
@@ -29,22 +28,15 @@ class StrictFailure(RuntimeError):
 EXIT_STRICT = 3
 
 
-def venv_python() -> str:
-    """The interpreter a hint should name: the checkout's ``.venv/bin/python`` when it exists (what the README's
-    commands create; a bare ``python`` there lacks the packages), else ``python``."""
-    venv = os.path.join(_ROOT, ".venv", "bin", "python")
-    if not os.path.exists(venv):
-        return "python"
-    return ".venv/bin/python" if os.path.abspath(os.getcwd()) == _ROOT else venv
-
-
-def stage_parser(prog: str, description: str) -> argparse.ArgumentParser:
+def stage_parser(prog: str, description: str, force: bool = True) -> argparse.ArgumentParser:
+    """--config/--set/--log-level, and --force for a script that builds an artifact (``force``)."""
     p = argparse.ArgumentParser(prog=prog, description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=DEFAULT_CONFIG, help=f"YAML config (default: {DEFAULT_CONFIG})")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set sampler.target_docs=2000 (repeatable)")
-    p.add_argument("--force", action="store_true", help="rebuild even if the artifact is up to date")
+    if force:
+        p.add_argument("--force", action="store_true", help="rebuild even if the artifact is up to date")
     p.add_argument("--log-level", default=os.environ.get("MINIDEEPSEEK_LOG", "INFO"), metavar="LEVEL",
                    help=f"logging level: {', '.join(LOG_LEVELS)} (default: INFO or $MINIDEEPSEEK_LOG)")
     return p

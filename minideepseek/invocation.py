@@ -5,12 +5,23 @@ to another run."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from . import pipeline
-from .cli import venv_python
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def venv_python() -> str:
+    """The interpreter a hint should name: the checkout's ``.venv/bin/python`` when it exists (what the README's
+    commands create; a bare ``python`` there lacks the packages), else ``python``."""
+    venv = os.path.join(_ROOT, ".venv", "bin", "python")
+    if not os.path.exists(venv):
+        return "python"
+    return ".venv/bin/python" if os.path.abspath(os.getcwd()) == _ROOT else venv
 
 
 def _cpu_stages() -> tuple[str, ...]:

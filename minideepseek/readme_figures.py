@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import pipeline
-from .cli import venv_python
+from .invocation import venv_python
 
 MARKER = re.compile(r"<!-- figures:(?P<name>[\w.@-]+) -->\n(?P<body>.*?)<!-- /figures:(?P=name) -->", re.S)
 

@@ -15,11 +15,13 @@ from typing import Any
 from . import pipeline
 from .bill import BillAssumptions
 from .bill_cli import write_bill
-from .cli import venv_python
 from .config import apply_overrides, build
 from .fsio import write_json_atomic, write_text_atomic
+from .invocation import venv_python
 from .provenance import git_commit, package_versions
 from .runconfig import RunConfig, load_yaml
+from .sampling.report import verdict_line
+from .sizing import markdown_lines as sizing_lines
 from .stage import read_manifest
 
 
@@ -29,9 +31,10 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 def figures(run: RunConfig) -> dict[str, Any]:
     rd, rep = run.run_dir, run.report_dir
-    out: dict[str, Any] = {"run": run.name, "seed": run.seed, "stages": []}
+    out: dict[str, Any] = {"run": run.name, "seed": run.seed, "stages": [], "sizing": []}
     for spec in pipeline.STAGES:
         man = read_manifest(rd / spec.artifact)
+        out["sizing"] += (man or {}).get("sizing") or []
         reports = spec.md_reports()
         out["stages"].append({
             "artifact": spec.artifact, "script": spec.script, "present": man is not None,
@@ -44,6 +47,7 @@ def figures(run: RunConfig) -> dict[str, Any]:
         out["tokens_sampled_deepseek"] = mix["totals"]["tokens"]
         out["mix_max_deviation_pp"] = mix["totals"]["max_abs_deviation_pp"]
         out["filtered"] = mix["totals"].get("filtered")
+        out["recipe"] = {"line": verdict_line(mix), **(mix.get("recipe") or {})}
     dd = _load(rep / "dedup_report.json")
     if dd:
         out["dedup"] = {"docs_in": dd["docs_in"], "docs_out": dd["docs_out"], "removed": dd["removed"],
@@ -111,6 +115,9 @@ def markdown(f: dict[str, Any]) -> str:
     if "docs_sampled" in f:
         lines.append(f"- sampled: {f['docs_sampled']:,} docs, {f['tokens_sampled_deepseek']:,} DeepSeek tokens; "
                      f"max mix deviation {f['mix_max_deviation_pp']} pp; filtered {f.get('filtered') or 0:,} docs")
+        if f.get("recipe"):
+            met = f["recipe"].get("met", True)
+            lines.append(f"- {'' if met else '**'}{f['recipe']['line']}{'' if met else '**'}")
     if "dedup" in f:
         d = f["dedup"]
         removed = ", ".join(f"{k} {v:,}" for k, v in d["removed"].items()) or "none"
@@ -149,6 +156,7 @@ def markdown(f: dict[str, Any]) -> str:
         lines.append(f"- withdrawals: {len(f['withdrawals'])} ticket(s) applied, see [release_note.md](release_note.md)")
     for w in f.get("demo_corpus_warnings", []):
         lines.append(f"- WARNING demo corpus {w}")
+    lines += sizing_lines(f.get("sizing") or [])
     env = f["environment"]
     lines += ["", "## Environment", "", f"- Python {env['python']}; git commit `{env['git_commit']}`",
               "- " + ", ".join(f"{k} {v}" for k, v in env["packages"].items() if k != "python"), ""]

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cli import venv_python
 from .config import ConfigError
-from .records import base_id, normalize_for_hash
+from .invocation import venv_python
+from .records import base_id, normalize_for_hash, own_part
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,8 @@ class Matcher:
         """(ticket, selector kind) of the first match, or None. ``row`` has the document schema."""
         if row["source"] in self.sources:
             return self.sources[row["source"]], "source"
-        for key in (row["id"], base_id(row["id"])):
+        # a full id (my_docs/en-005), or the record's own id without the source prefix (en-005)
+        for key in (row["id"], base_id(row["id"]), own_part(base_id(row["id"]))):
             if key in self.ids:
                 return self.ids[key], "id"
         if row["hash"] in self.hashes:

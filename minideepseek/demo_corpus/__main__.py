@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from ..cli import venv_python
+from ..invocation import venv_python
 from .build import MANIFEST, TIERS, build_demo_corpus, corpus_root, default_cache_dir, format_summary, normalize_tiers
 from .components import default_components
 from .pins import EXPECTED_FILE, Expected, IntegrityError, pin_from_manifest

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cli import venv_python
 from ..config import ConfigError
+from ..invocation import venv_python
 
 EXPECTED_FILE = Path(__file__).with_name("expected_hashes.json")
 ACCEPT = ("to accept a new upstream version deliberately, rebuild and run "

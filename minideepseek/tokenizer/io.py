@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from ..cli import venv_python
 from ..config import ConfigError
 from ..fastbpe import fast_encoder
+from ..invocation import venv_python
 from .config import EOT_ID, SPECIAL_TOKENS
 
 ENCODE_CHARS = 1 << 21  # characters per encode_batch_fast call (~0.5M tokens, ~55 MB of Encodings)

@@ -11,6 +11,7 @@ reads depend on it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -22,14 +23,15 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from ..cli import venv_python
 from ..config import to_plain
 from ..fsio import write_json_atomic, write_text_atomic
+from ..invocation import venv_python
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER
 from ..progress import Laps
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
 from ..stage import InputRef, Manifest, StageRun, StaleInputError, publish_reports, require_upstream
+from .autosize import fit_to_data
 from .config import TrainStageConfig
 from .dist import DistEnv
 from .loader import PackedBlocks, SamplePlan
@@ -104,11 +106,14 @@ def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], conf
 
 def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, Any], tok_man: dict[str, Any],
                      env: DistEnv, amp: torch.dtype | None, threads: int) -> dict[str, Any]:
-    tc, seed, run_dir = cfg.train, cfg.run.seed, cfg.run.run_dir
+    seed, run_dir = cfg.run.seed, cfg.run.run_dir
     tok_path = run_dir / TOKENIZER / "tokenizer.json"
     tok = Tokenizer.from_file(str(tok_path))
     vocab = tok.get_vocab_size()
     blocks = PackedBlocks(run_dir / PACKED)
+    # settings the packed data cannot support, lowered and said (train/autosize.py); the report shows them
+    tc, sizing = fit_to_data(cfg.train, blocks.num_blocks, blocks.seq_len, env.world)
+    cfg = dataclasses.replace(cfg, train=tc)
     plan = SamplePlan(blocks, tc.seq_len, tc.val_blocks, seed, vocab_size=vocab,
                       val_windows_per_block=tc.val_windows_per_block, strata=source_ranges(packed))
     log.info("%s: %s blocks of %s from %s -> %s training samples of %s (%s held-out blocks); vocab %s; %s rank(s) "
@@ -132,7 +137,7 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
         if mixture is not None:
             val = val_loss_by_source(res.model, plan, packed["by_source"], tc, env.device, amp)
             write_mixture(stage, mixture, plan, packed["by_source"], res.batches, tc, val)
-        out = _write(cfg, stage, res, plan, tok, tok_path, tok_man, packed, env, amp, identity, wall, threads)
+        out = _write(cfg, stage, res, plan, tok, tok_path, tok_man, packed, env, amp, identity, wall, threads, sizing)
         publish_reports(stage.final_dir, cfg.run.report_dir, MIXTURE_FILES)
         shutil.rmtree(ckpts.dir, ignore_errors=True)  # the artifact holds the final checkpoint
     passed = env.broadcast_object(out.get("counters", {}).get("passed"))
@@ -143,7 +148,7 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
 
 def _write(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: SamplePlan, tok: Tokenizer, tok_path: Path,
            tok_man: dict[str, Any], packed: dict[str, Any], env: DistEnv, amp: torch.dtype | None,
-           identity: dict[str, Any], wall: float, threads: int) -> dict[str, Any]:
+           identity: dict[str, Any], wall: float, threads: int, sizing: list[dict[str, Any]]) -> dict[str, Any]:
     tc, seed = cfg.train, cfg.run.seed
     tmp = stage.tmp_dir
     assert tmp is not None
@@ -171,6 +176,7 @@ def _write(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: Sampl
 
     report = build_report(cfg, stage, res, plan, tok_path, tok_man, packed, env, amp, bench, packed_dec, gens, wall,
                           threads)
+    report["sizing"] = sizing
     plot(res.history, res.val, report["loss"]["spikes"], tmp / "smoke_train_loss.png",
          f"{cfg.run.name}: {report['model']['params']['total'] / 1e6:.1f}M params, {report['batch']['global_tokens']:,} "
          f"tokens/step")
@@ -185,7 +191,8 @@ def _write(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: Sampl
                 "median_tokens_per_s": report["throughput"]["median_tokens_per_s"], "passed": c["passed"],
                 "criteria": {k: c[k]["ok"] for k in ("loss_finite", "loss_decreased", "val_decreased")},
                 "status": res.status, "resumed_from": res.resumed_from}
-    man = stage.commit(counters, volatile=VOLATILE, extra={"device": str(env.device), "dtype": report["dtype"]})
+    man = stage.commit(counters, volatile=VOLATILE, extra={"device": str(env.device), "dtype": report["dtype"],
+                                                           "sizing": sizing})
     publish_reports(stage.final_dir, cfg.run.report_dir, REPORT_FILES)
     log.info("%s: criteria %s", STAGE, "; ".join(f"{k}: {'ok' if c[k]['ok'] else 'FAILED'} ({c[k]['detail']})"
                                                  for k in ("loss_finite", "loss_decreased", "val_decreased")))

@@ -28,9 +28,9 @@ import numpy as np
 
 from .. import pipeline
 from ..arrow_io import iter_dataset_rows, read_columns
-from ..cli import venv_python
 from ..config import ConfigError
 from ..fsio import write_json_atomic, write_text_atomic
+from ..invocation import venv_python
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER, Plan
 from ..stage import ArtifactEdit, publish_reports, read_manifest, restore_interrupted_swap
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
@@ -73,12 +73,14 @@ class Withdrawal:
                 dry_run: bool = False) -> int:
         if not selectors:
             raise ConfigError("name what to withdraw: --id, --url, --hash, --text or --source (repeatable)")
-        for art in pipeline.artifacts():
-            restore_interrupted_swap(self.run_dir / art)
+        if not dry_run:  # a dry run writes nothing: not even the recovery of an interrupted swap
+            for art in pipeline.artifacts():
+                restore_interrupted_swap(self.run_dir / art)
         t = ticket_id(selectors)
         state = self.log.tickets().get(t)
         if state is not None and state.applied is not None:
-            self.log.append({"event": "repeat", "ticket": t, "who": who, "why": why, "when": now_utc()})
+            if not dry_run:
+                self.log.append({"event": "repeat", "ticket": t, "who": who, "why": why, "when": now_utc()})
             print(f"ticket {t} was already applied on {state.applied['when']} ({len(state.docs or [])} documents); "
                   f"nothing to do. Release note: {self.report_dir / 'release_note.md'}")
             return EXIT_OK
@@ -91,9 +93,12 @@ class Withdrawal:
                               f"`{venv_python()} withdraw.py --resume` first, then repeat this request. Nothing changed.")
         docs = resolve(self.run_dir, selectors, t, self.wc.duplicates)
         if not docs:
+            what = ", ".join(f"--{s.kind} {s.value!r}" for s in selectors)
+            if dry_run:
+                print(f"no document in {self.run_dir / 'mixed_raw'} matches {what} (dry run: nothing written)")
+                return EXIT_NOT_FOUND
             self.log.append({"event": "not_found", "ticket": t, "selectors": [s.to_json() for s in selectors],
                              "who": who, "why": why, "when": now_utc()})
-            what = ", ".join(f"--{s.kind} {s.value!r}" for s in selectors)
             print(f"no document in {self.run_dir / 'mixed_raw'} matches {what}; nothing changed "
                   f"(logged as not_found in {self.log.path})")
             return EXIT_NOT_FOUND
