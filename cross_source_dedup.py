@@ -1,4 +1,4 @@
-"""Stage 2: exact + MinHash-LSH near-duplicate removal across sources, and decontamination.
+r"""Stage 2: exact + MinHash-LSH near-duplicate removal across sources, and decontamination.
 
     .venv/bin/python cross_source_dedup.py --config configs/demo.yaml
     .venv/bin/python cross_source_dedup.py --config configs/demo.yaml \

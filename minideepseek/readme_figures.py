@@ -209,7 +209,7 @@ def withdrawal(r: Reports) -> str:
     """The withdrawal example: every ticket's impact note (``withdrawals/<ticket>.json``) of its own run."""
     notes = sorted(r.dir.glob("withdrawals/*.json"))
     if not notes:
-        return (f"No withdrawal example is committed in this checkout (`{r.dir.as_posix()}/withdrawals/` is empty): "
+        return (f"No withdrawal example is committed in this checkout (`{shown(r.dir)}/withdrawals/` is empty): "
                 f"`scripts/regen_examples.sh` produces it.\n")
     out = []
     for path in notes:
@@ -222,7 +222,7 @@ def withdrawal(r: Reports) -> str:
         v = w["verification"]
         checked = v["checked"]
         out.append(
-            f"Ticket `{w['ticket']}` (`{r.dir.as_posix()}/release_note.md`): {len(w['docs'])} documents -> "
+            f"Ticket `{w['ticket']}` (`{shown(r.dir)}/release_note.md`): {len(w['docs'])} documents -> "
             f"{rp['touched_blocks']} blocks touched in {len(blocks)} of the {len(shards)} shards, the other {same} "
             f"shards byte-identical; {rp['removed_tokens']:,} tokens removed, {rp['moved_tokens']:,} tokens of other "
             f"documents re-packed into {rp['new_blocks']} blocks with {rp['pad_tokens']:,} pad tokens "
@@ -244,9 +244,9 @@ def dashboard(r: Reports) -> str:
     runs = [x["name"] for x in d.get("dashboard", "runs")]
     flags = d.get("dashboard", "flags")
     if len(runs) != 2 or flags is None:
-        return f"`{d.dir.as_posix()}/dashboard.json` shows one run ({', '.join(runs)}): no comparison to report.\n"
-    shown = [f"`{d.dir.as_posix()}/dashboard.{x}`" for x in ("md", "png") if (d.dir / f"dashboard.{x}").is_file()]
-    head = (f"Measured ({', '.join(shown)}): `{runs[0]}` vs `{runs[1]}`, "
+        return f"`{shown(d.dir)}/dashboard.json` shows one run ({', '.join(runs)}): no comparison to report.\n"
+    files = [f"`{shown(d.dir)}/dashboard.{x}`" for x in ("md", "png") if (d.dir / f"dashboard.{x}").is_file()]
+    head = (f"Measured ({', '.join(files)}): `{runs[0]}` vs `{runs[1]}`, "
             f"{len(flags)} drift flag(s) at the thresholds recorded there:\n")
     return head + "".join(f"- {f['where']}: {f['detail']} (`{f['rule']}`)\n" for f in flags)
 
@@ -356,6 +356,15 @@ def render(readme: str, reports: Reports) -> str:
 
 
 EXAMPLES = Path("reports") / "examples"  # committed example reports: no run writes here (RunConfig refuses the name)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def shown(path: Path) -> str:
+    """A path as the pages show it: relative to the checkout when inside it (the same text from any cwd)."""
+    try:
+        return path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 def pages(root: Path = Path(".")) -> list[Path]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import pipeline
 from .bill import BillAssumptions
-from .bill_cli import write_bill
+from .bill_cli import DEFAULT_FIT, load_fit, write_bill
 from .config import apply_overrides, build
 from .fsio import write_json_atomic, write_text_atomic
 from .invocation import venv_python
@@ -174,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     write_text_atomic(run.report_dir / "summary.md", markdown(f))
     print(f"artifacts: {run.run_dir}/   reports: {run.report_dir}/   summary: {run.report_dir / 'summary.md'}")
     try:  # the data bill with its default assumptions (`report.py bill RUN` takes others)
-        cost = write_bill(run.name, run.report_dir, run.run_dir, BillAssumptions(), run.report_dir)
+        fit, measured, fit_path = load_fit(str(DEFAULT_FIT) if DEFAULT_FIT.is_file() else None, run.name)
+        cost = write_bill(run.name, run.report_dir, run.run_dir, BillAssumptions(), run.report_dir, fit, measured,
+                          fit_path)
         print(f"data bill (projected to 1B / 70B / 15T tokens): {cost}")
     except Exception as exc:  # noqa: BLE001 - best effort: a partial run (--only) lacks what the bill reads
         print(f"data bill not written ({type(exc).__name__}: {exc}); run `{venv_python()} report.py bill {run.name}` "

@@ -231,6 +231,9 @@ def _check_pipeline_call(argv: list[str]) -> None:
             i += 2
         elif w in ("--force", "-h", "--help"):
             i += 1
+        elif w == "--strict":
+            sets.append("sampler.strict=true")
+            i += 1
         else:
             assert withdraw, f"run_pipeline.sh {argv}: unknown argument {w}"
             extra.append(w)

@@ -49,8 +49,8 @@ class PackConfig:
         require(self.min_blocks >= 1, f"pack.min_blocks={self.min_blocks} must be >= 1 (32 default)")
         require(0.0 <= self.max_tail_share < 1.0, f"pack.max_tail_share={self.max_tail_share} must be in [0, 1) "
                 "(0.02 default)")
-        require(16 <= self.min_seq_len <= self.seq_len, f"pack.min_seq_len={self.min_seq_len} must be within "
-                f"16..pack.seq_len ({self.seq_len})")
+        require(self.min_seq_len >= 16, f"pack.min_seq_len={self.min_seq_len} must be >= 16 (256 default; a seq_len "
+                "already at or below it is never lowered)")
 
 
 @dataclass(frozen=True)
