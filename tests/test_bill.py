@@ -63,3 +63,32 @@ def test_cli_writes_cost_md(tmp_path):
     assert json.loads((tmp_path / "reports" / "r" / "cost.json").read_text())["assumptions"]["filter_keep"] == 0.5
     with pytest.raises(ValueError, match="filter"):
         BillAssumptions(filter_keep=1.5)
+
+
+def test_streaming_stages_stay_flat_and_the_tokenizer_sample_is_capped(tmp_path):
+    rep, data = _run(tmp_path)
+    man = json.loads((data / "tokenizer" / "manifest.json").read_text())
+    man["config"] = {"tokenizer": {"max_train_chars": 3_000_000}}  # the run's own ceiling on stage 3's sample
+    (data / "tokenizer" / "manifest.json").write_text(json.dumps(man))
+    b = project(run_facts(rep, data), BillAssumptions(targets=(9e6, 15e12), cores=(2,)))
+    small, huge = b["rows"]
+    for s in ("mixed_raw", "packed"):  # stage 1 spools its sources, stage 4 streams: flat at the run's peak
+        assert small["stages"][s]["rss_gb"] == huge["stages"][s]["rss_gb"] == pytest.approx(450 / 1024), s
+    assert huge["stages"]["mixed_dedup"]["rss_gb"] > 1000  # the in-memory index grows
+    # 3M characters = 750K DeepSeek tokens at the run's 4 chars/token: stage 3 reads no more at any size
+    assert huge["units"]["tokenizer"] == pytest.approx(750_000)
+    assert huge["stages"]["tokenizer"]["core_h"] == small["stages"]["tokenizer"]["core_h"] or \
+        huge["units"]["tokenizer"] == small["units"]["tokenizer"]
+
+
+def test_scale_fit_path_errors_are_one_line(tmp_path, capsys):
+    _run(tmp_path)
+    args = ["bill", "r", "--reports-dir", str(tmp_path / "reports"), "--data-dir", str(tmp_path / "data")]
+    assert report.main([*args, "--scale-fit", str(tmp_path / "nope.json")]) == 2
+    err = capsys.readouterr().err
+    assert "--scale-fit" in err and "no such file" in err and "Traceback" not in err
+    (tmp_path / "bad.json").write_text("{}")
+    assert report.main([*args, "--scale-fit", str(tmp_path / "bad.json")]) == 2
+    assert "not a bench_scale fit.json" in capsys.readouterr().err
+    assert report.main([*args, "--scale-fit", "none"]) == 0
+    assert "no scale fit" in (tmp_path / "reports" / "r" / "cost.md").read_text()
