@@ -272,10 +272,12 @@ def test_block_mask_skips_other_documents_blocks():
     assert bm.full_kv_indices[0, 0, 2, 0] == 1
 
 
-def test_compiled_step_one_graph_same_numbers():
+@pytest.mark.parametrize("bf16", [False, True])
+def test_compiled_step_one_graph_same_numbers(bf16):
     """torch.compile of the model's training step: one graph with no breaks (fullgraph=True raises on
     a break; the chunked loss's autograd.Function is traced whole), and the same loss and gradients as
-    eager on CPU. aot_eager captures and traces autograd as inductor does, without code generation."""
+    eager on CPU, also under bf16 autocast (the GPU's setting). aot_eager captures and traces autograd
+    as inductor does, without code generation."""
     import copy
 
     torch.manual_seed(0)
@@ -285,14 +287,18 @@ def test_compiled_step_one_graph_same_numbers():
     c.compile(**{**trainer.COMPILE_OPTIONS, "backend": "aot_eager"})
     x, y = torch.randint(0, 300, (3, 40)), torch.randint(0, 300, (3, 40))
     y[0, 3] = IGNORE
-    loss = m(x, y, seg, pos, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = m(x, y, seg, pos, 16)
     loss.backward()
-    closs = c(x, y, seg, pos, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        closs = c(x, y, seg, pos, 16)
     closs.backward()
     assert torch.equal(loss, closs)
     for (n, p), q in zip(m.named_parameters(), c.parameters()):
         assert torch.allclose(p.grad, q.grad, rtol=1e-6, atol=1e-9), n
     assert list(c.state_dict()) == list(m.state_dict())  # no "_orig_mod." prefix in checkpoints
+    if bf16:
+        return
     # the FlexAttention path traces as one graph too (forward: CPU has no FlexAttention backward)
     m.attention = "flex"
     with torch.no_grad():
