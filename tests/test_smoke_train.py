@@ -481,15 +481,16 @@ def test_stale_or_missing_upstream_refused(chain, capsys):
 @pytest.mark.slow
 def test_two_process_gloo(chain):
     """torchrun, 2 ranks on gloo: disjoint batches, rank 0 alone writes, and a stop + resume under
-    DDP replays the uninterrupted run's batches (and losses: same arithmetic on the same CPU)."""
+    DDP replays the uninterrupted run's batches (and losses: same arithmetic on the same CPU). DDP
+    over the compiled model (gpu_8x's path) gives the eager run's losses."""
     tmp, cfg = chain
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     sets = ["train.max_steps=8", "train.eval_interval=4", "train.bench_steps=0", "train.generate_tokens=0",
             "train.warmup=2", "train.fail_on_criteria=false"]
 
-    def torchrun(*extra: str) -> subprocess.CompletedProcess:
+    def torchrun(*extra: str, script: str = "smoke_train.py") -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(ROOT / "smoke_train.py"), "--config", str(cfg), "--force"]
+               str(ROOT / script), "--config", str(cfg), "--force"]
         for x in (*sets, *extra):
             cmd += ["--set", x]
         res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
@@ -518,3 +519,8 @@ def test_two_process_gloo(chain):
     assert read_manifest(out)["counters"]["resumed_from"] == 4
     assert (out / "batches.jsonl").read_text() == batches
     assert [r["loss"] for r in _metrics(out)[0]] == losses
+
+    torchrun("train.compile=true", "train.resume=false", script="tests/compiled_smoke_train.py")
+    assert json.loads((tmp / "reports" / "t" / "smoke_train.json").read_text())["throughput"]["compiled"]
+    assert (out / "batches.jsonl").read_text() == batches
+    assert [r["loss"] for r in _metrics(out)[0]] == pytest.approx(losses, rel=1e-5)
