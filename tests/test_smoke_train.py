@@ -1,6 +1,8 @@
 """Stage 5 on a tiny real chain (stages 1-4 on stdlib code + Chinese prose) and a tiny model:
-chunked loss == full loss, loader determinism and exact resume, held-out blocks, document mask,
-a short run with its outputs, a 2-process gloo run, stale upstreams refused."""
+chunked loss == full loss, loader determinism and exact resume, held-out blocks, document mask
+(dense SDPA mask and FlexAttention block mask agree), the compiled step (one graph, same numbers as
+eager), the FLOP count behind the MFU, a short run with its outputs, a 2-process gloo run, stale
+upstreams refused."""
 
 import json
 import os
@@ -19,15 +21,19 @@ import pack_shuffle
 import smoke_train
 import train_tokenizer
 from minideepseek.stage import read_manifest
+from minideepseek.train import trainer
+from minideepseek.train.flops import document_pairs, mfu_report
 from minideepseek.train.loader import LoaderState, PackedBlocks, RankLoader, SamplePlan
 from minideepseek.train.loss import IGNORE, chunked_lm_loss, full_lm_loss
-from minideepseek.train.model import GPT, ModelConfig
+from minideepseek.train.model import GPT, ModelConfig, document_block_mask
 from minideepseek.train.report import spikes
 from tests.chain import code_zh_chain, code_zh_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 SEQ = 64  # packed block length
+# FlexAttention's CPU forward (the reference semantics the tests compare) warns that it is unfused
+EAGER_FLEX = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 TRAIN = {"n_layer": 1, "d_model": 64, "n_head": 2, "seq_len": 32, "micro_batch": 8, "val_blocks": 4,
          "max_steps": 80, "warmup": 10, "lr": 0.01, "min_lr": 0.001, "eval_interval": 20, "loss_chunk": 50,
          "decode_samples": 3, "generate_tokens": 5, "bench_steps": 1, "checkpoint_interval": 5, "num_threads": 1}
@@ -181,13 +187,38 @@ def test_targets_positions_and_segments(chain):
             k = int(np.searchsorted(ends, lo + t, side="right"))
             assert b.positions[0, t] == lo + t - max(int(starts[k]), lo)
             assert b.segments[0, t] == k - int(np.searchsorted(ends, lo, side="right"))
+        # the MFU's attention count: causal pairs within each segment of the window
+        assert plan.attended_pairs(np.array([s]))[0] == document_pairs(np.bincount(b.segments[0]))
+        assert plan.attended_pairs(np.array([s]), doc_layout=False)[0] == 32 * 33 // 2
+        # one document in the window: plain causal attention is the same thing (positions 0..T-1)
+        if not b.segments.any():
+            assert np.array_equal(b.positions[0], np.arange(32))
+
+
+def test_single_document_batches_run_plain_causal(chain):
+    """The trainer drops segments/positions (SDPA's causal kernel) only for batches whose windows
+    each hold one document, decided on the host; a compiled step keeps them (one graph)."""
+    tmp, _ = chain
+    plan = _plan(tmp)
+    docs = plan.documents_per_sample(plan.train_samples)
+    single, multi = plan.train_samples[docs == 1][:4], plan.train_samples[docs > 1][:4]
+    assert len(single) == len(multi) == 4
+    cpu = torch.device("cpu")
+    assert trainer.to_device(plan.gather(single), cpu, True)[2:] == (None, None)
+    x, _, seg, pos = trainer.to_device(plan.gather(np.concatenate([single[:3], multi[:1]])), cpu, True)
+    assert seg is not None and int(seg.max()) > 0 and pos.shape == x.shape
+    assert trainer.to_device(plan.gather(single), cpu, True, single_doc_causal=False)[2] is not None
+    assert trainer.to_device(plan.gather(multi), cpu, False)[2:] == (None, None)
 
 
 # -- document mask -------------------------------------------------------------------------------
 
-def test_document_mask_isolates_documents():
+@EAGER_FLEX
+@pytest.mark.parametrize("attention", ["sdpa", "flex"])
+def test_document_mask_isolates_documents(attention):
+    """Both mask paths (FlexAttention runs its forward only on CPU, which is what this needs)."""
     torch.manual_seed(0)
-    m = GPT(ModelConfig(vocab_size=100, n_layer=2, d_model=32, n_head=2, max_seq_len=32)).eval()
+    m = GPT(ModelConfig(vocab_size=100, n_layer=2, d_model=32, n_head=2, max_seq_len=32), attention).eval()
     T, cut = 32, 11  # document A = [0, 11), document B = [11, 32)
     seg = torch.tensor([[0] * cut + [1] * (T - cut)])
     pos = torch.tensor([list(range(cut)) + list(range(T - cut))])
@@ -203,6 +234,91 @@ def test_document_mask_isolates_documents():
         # positions reset: B computes the same as when it starts a sequence of its own
         alone = m.hidden(x[:, cut:])
         assert torch.allclose(h[0, cut:], alone[0], atol=1e-5)
+
+
+def _layout(lengths_per_row: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(segments, positions) of rows made of documents of these lengths."""
+    seg = torch.tensor([[i for i, n in enumerate(row) for _ in range(n)] for row in lengths_per_row])
+    pos = torch.tensor([[j for n in row for j in range(n)] for row in lengths_per_row])
+    return seg, pos
+
+
+@EAGER_FLEX
+def test_flex_block_mask_equals_dense_mask():
+    """FlexAttention's block mask has the dense mask's semantics: same outputs (float64, CPU forward)
+    on windows of one document, a document tail + heads, many short documents, boundaries on and off
+    the 128-token blocks, and a length that is not a multiple of the block."""
+    torch.manual_seed(0)
+    for rows in ([[300], [5, 128, 167], [1] * 20 + [280], [128, 128, 44]], [[7, 193], [200], [199, 1]]):
+        seg, pos = _layout(rows)
+        B, T = seg.shape
+        m = GPT(ModelConfig(vocab_size=100, n_layer=2, d_model=32, n_head=4, max_seq_len=T)).double().eval()
+        x, y = torch.randint(3, 100, (B, T)), torch.randint(3, 100, (B, T))
+        with torch.no_grad():
+            dense, dense_loss = m.hidden(x, seg, pos), m(x, y, seg, pos, 64)
+            m.attention = "flex"
+            flex, flex_loss = m.hidden(x, seg, pos), m(x, y, seg, pos, 64)
+        assert torch.allclose(dense, flex, rtol=1e-10, atol=1e-12), (dense - flex).abs().max()
+        assert torch.allclose(dense_loss, flex_loss, rtol=1e-12)
+
+
+def test_block_mask_skips_other_documents_blocks():
+    """Blocks that no query may see are not computed: documents [0, 128) and [128, 384) leave 4 of the
+    9 128x128 blocks (causal alone: 6), and the block inside document B needs no mask evaluation."""
+    seg, _ = _layout([[128, 256]])
+    bm = document_block_mask(seg)
+    assert bm.kv_num_blocks[0, 0].tolist() == [1, 1, 1]  # diagonal blocks: mask evaluated
+    assert bm.full_kv_num_blocks[0, 0].tolist() == [0, 0, 1]  # q block 2 reads kv block 1 unmasked
+    assert bm.full_kv_indices[0, 0, 2, 0] == 1
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_compiled_step_one_graph_same_numbers(bf16):
+    """torch.compile of the model's training step: one graph with no breaks (fullgraph=True raises on
+    a break; the chunked loss's autograd.Function is traced whole), and the same loss and gradients as
+    eager on CPU, also under bf16 autocast (the GPU's setting). aot_eager captures and traces autograd
+    as inductor does, without code generation."""
+    import copy
+
+    torch.manual_seed(0)
+    seg, pos = _layout([[5, 20, 15], [40], [39, 1]])
+    m = GPT(ModelConfig(vocab_size=300, n_layer=2, d_model=32, n_head=2, max_seq_len=40))
+    c = copy.deepcopy(m)
+    c.compile(**{**trainer.COMPILE_OPTIONS, "backend": "aot_eager"})
+    x, y = torch.randint(0, 300, (3, 40)), torch.randint(0, 300, (3, 40))
+    y[0, 3] = IGNORE
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = m(x, y, seg, pos, 16)
+    loss.backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        closs = c(x, y, seg, pos, 16)
+    closs.backward()
+    assert torch.equal(loss, closs)
+    for (n, p), q in zip(m.named_parameters(), c.parameters()):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-6, atol=1e-9), n
+    assert list(c.state_dict()) == list(m.state_dict())  # no "_orig_mod." prefix in checkpoints
+    if bf16:
+        return
+    # the FlexAttention path traces as one graph too (forward: CPU has no FlexAttention backward)
+    m.attention = "flex"
+    with torch.no_grad():
+        ex = torch._dynamo.explain(m)(x, y, seg, pos, 16)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0, ex.break_reasons
+
+
+def test_flop_count_and_mfu():
+    """The issue's H200 figure: 117,146 tokens/s on 7-document windows of 4096 with the 150K tied
+    vocabulary, 12 layers, d_model 768, is 14.6% MFU under this count."""
+    cfg = ModelConfig(vocab_size=150_000, n_layer=12, d_model=768, n_head=12, max_seq_len=4096)
+    lengths = [585] * 6 + [4096 - 6 * 585]
+    r = mfu_report(cfg, 8 * document_pairs(lengths), 8 * 4096, 117_146, 1, "NVIDIA H200", 0.0, True)
+    per_layer = 4 * 768**2 + 3 * 768 * 2048  # qkv + out + SwiGLU (d_ff 2048)
+    assert r["matmul_params"] == 12 * per_layer + 150_000 * 768
+    assert r["attention_flops_per_token"] == pytest.approx(12 * 12 * 768 * document_pairs(lengths) / 4096)
+    assert r["mfu"] == pytest.approx(0.146, abs=5e-4) and r["peak_tflops_per_device"] == 989.5
+    cpu = mfu_report(cfg, 1, 1, 1.0, 1, None, 0.0, False)
+    assert cpu["mfu"] is None and "peak_tflops" in cpu["peak_source"]
+    assert mfu_report(cfg, 1, 1, 1e12 / cpu["flops_per_token"], 2, None, 0.5, False)["mfu"] == pytest.approx(1.0)
 
 
 def test_spike_rule():
@@ -238,6 +354,13 @@ def test_short_run_outputs_and_report(chain):
     assert rep["criteria"]["passed"] and len(rep["samples"]["packed"]) == 3 and len(rep["samples"]["generated"]) == 5
     assert rep["throughput"]["mask_bench"]["with_mask"] > 0 and (rep_dir / "smoke_train_loss.png").is_file()
     assert rep["tokenizer"]["vocab_size"] == 2000  # from the tokenizer, not the config
+    th = rep["throughput"]  # CPU: eager, dense mask; the FLOP count from the windows trained; no peak, no MFU
+    assert th["attention"] == "sdpa" and not th["compiled"] and th["compile_s"] is None
+    trained = np.array([s for line in (out / "batches.jsonl").read_text().splitlines()
+                        for rank in json.loads(line)["samples"] for s in rank])
+    pairs = sum(document_pairs(np.bincount(row)) for row in _plan(tmp).gather(trained).segments)
+    assert th["mfu"]["attended_pairs_per_token"] == pytest.approx(pairs / (len(trained) * 32))
+    assert th["mfu"]["mfu"] is None and "GFLOP/token" in md
     # up to date: a rerun skips (same manifest), and the fingerprint is reproducible with --force
     assert _train(cfg, force=False) == 0
     assert read_manifest(out)["started_at"] == man["started_at"]
@@ -302,6 +425,40 @@ def test_resume_refuses_a_checkpoint_carrying_a_callable(chain, capsys, tmp_path
     path.with_suffix(".json").unlink()
 
 
+def test_compiled_run_matches_eager_and_resumes(chain, monkeypatch):
+    """train.compile=true (on CPU with the aot_eager backend): one graph for the whole run (evaluation,
+    the mask benchmark and generation run the eager module), compile time reported on its own, the
+    eager run's losses, and a stop + resume that replays the uninterrupted compiled run."""
+    from torch._dynamo.utils import counters
+
+    tmp, cfg = chain
+    out = tmp / "data" / "t" / "smoke_train"
+    monkeypatch.setitem(trainer.COMPILE_OPTIONS, "backend", "aot_eager")
+    sets = ("train.max_steps=8", "train.warmup=2", "train.eval_interval=4", "train.bench_steps=1",
+            "train.fail_on_criteria=false", "train.decode_samples=0", "train.generate_tokens=2")
+    assert _train(cfg, *sets) == 0
+    eager = [r["loss"] for r in _metrics(out)[0]]
+    torch._dynamo.reset()
+    counters.clear()
+    assert _train(cfg, *sets, "train.compile=true") == 0
+    assert counters["stats"]["unique_graphs"] == 1
+    compiled = [r["loss"] for r in _metrics(out)[0]]
+    assert compiled == pytest.approx(eager, rel=1e-5)
+    th = json.loads((tmp / "reports" / "t" / "smoke_train.json").read_text())["throughput"]
+    assert th["compiled"] and th["compile_s"] > 0 and th["attention"] == "sdpa"
+    assert "compiled (compile " in (tmp / "reports" / "t" / "smoke_train.md").read_text()
+    assert _train(cfg, *sets, "train.compile=true", "train.stop_at_step=5") == 0
+    assert _train(cfg, *sets, "train.compile=true") == 0
+    assert read_manifest(out)["counters"]["resumed_from"] == 5
+    assert [r["loss"] for r in _metrics(out)[0]] == compiled
+
+
+def test_flex_attention_on_cpu_refused(chain, capsys):
+    _, cfg = chain
+    assert _train(cfg, "train.attention=flex") == 2
+    assert "train.attention=flex needs a CUDA device" in capsys.readouterr().err
+
+
 def test_criteria_failure_exits_1(chain):
     tmp, cfg = chain
     assert _train(cfg, "train.max_steps=12", "train.lr=0.000001", "train.min_lr=0.000001", "train.bench_steps=0",
@@ -325,15 +482,16 @@ def test_stale_or_missing_upstream_refused(chain, capsys):
 @pytest.mark.slow
 def test_two_process_gloo(chain):
     """torchrun, 2 ranks on gloo: disjoint batches, rank 0 alone writes, and a stop + resume under
-    DDP replays the uninterrupted run's batches (and losses: same arithmetic on the same CPU)."""
+    DDP replays the uninterrupted run's batches (and losses: same arithmetic on the same CPU). DDP
+    over the compiled model (gpu_8x's path) gives the eager run's losses."""
     tmp, cfg = chain
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     sets = ["train.max_steps=8", "train.eval_interval=4", "train.bench_steps=0", "train.generate_tokens=0",
             "train.warmup=2", "train.fail_on_criteria=false"]
 
-    def torchrun(*extra: str) -> subprocess.CompletedProcess:
+    def torchrun(*extra: str, script: str = "smoke_train.py") -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(ROOT / "smoke_train.py"), "--config", str(cfg), "--force"]
+               str(ROOT / script), "--config", str(cfg), "--force"]
         for x in (*sets, *extra):
             cmd += ["--set", x]
         res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
@@ -362,3 +520,8 @@ def test_two_process_gloo(chain):
     assert read_manifest(out)["counters"]["resumed_from"] == 4
     assert (out / "batches.jsonl").read_text() == batches
     assert [r["loss"] for r in _metrics(out)[0]] == losses
+
+    torchrun("train.compile=true", "train.resume=false", script="tests/compiled_smoke_train.py")
+    assert json.loads((tmp / "reports" / "t" / "smoke_train.json").read_text())["throughput"]["compiled"]
+    assert (out / "batches.jsonl").read_text() == batches
+    assert [r["loss"] for r in _metrics(out)[0]] == pytest.approx(losses, rel=1e-5)

@@ -54,9 +54,12 @@ class TrainConfig:
 
     # These change how the run is executed or reported, not the weights it produces: thread count
     # (fixed per run), when checkpoints are written, resuming (resume reproduces the uninterrupted
-    # run exactly: tested), stopping early to resume later, the exit code, the doc-mask benchmark.
+    # run exactly: tested), stopping early to resume later, the exit code, the doc-mask benchmark,
+    # the attention kernel and compiling (the same arithmetic: on CPU they resolve to today's path,
+    # bit for bit; on a GPU they differ by bf16 rounding, as two GPU runs do anyway), the MFU peak.
     EXEC_ONLY: ClassVar[tuple[str, ...]] = ("num_threads", "checkpoint_interval", "resume", "stop_at_step",
-                                            "fail_on_criteria", "bench_steps", "log_interval")
+                                            "fail_on_criteria", "bench_steps", "log_interval", "attention",
+                                            "compile", "peak_tflops")
 
     # model (vocab_size comes from the stage-3 tokenizer, never from here)
     n_layer: int = 2
@@ -70,6 +73,12 @@ class TrainConfig:
     val_blocks: int = 16  # packed blocks held out (all their windows): never trained on
     val_windows_per_block: int = 2  # windows of each held-out block evaluated (evenly spaced); 0 = all
     doc_mask: bool = True  # block-diagonal causal attention per document + positions reset per document
+    # how the document mask is applied (model.py): auto = FlexAttention block mask on CUDA, the dense
+    # SDPA mask on CPU (FlexAttention has no backward there); sdpa = the dense mask everywhere
+    attention: Literal["auto", "sdpa", "flex"] = "auto"
+    # torch.compile the model for the training step (one graph, no breaks; compile time reported on
+    # its own): auto = on CUDA, off on CPU (compiling costs more than it saves on a small CPU run)
+    compile: bool | Literal["auto"] = "auto"
     # optimization: AdamW (betas 0.9/0.95), linear warmup then cosine to min_lr at max_steps
     max_steps: int = 200
     lr: float = 3e-3
@@ -91,6 +100,9 @@ class TrainConfig:
     fail_on_criteria: bool = True  # exit 1 when a pass criterion fails (the report is still written)
     bench_steps: int = 3  # forward+backward steps timed with and without the doc mask; 0 = skip
     log_interval: int = 10
+    # bf16 dense peak TFLOP/s of one device, for the report's MFU; 0 = the known GPUs' table (flops.py),
+    # no MFU where the device is not in it (CPU)
+    peak_tflops: float = 0.0
     # per-source mixture (only for pack.by_source data; empty = one phase with the recipe weights of
     # stage 1): [{until: 0.8, weights: {src: w, ...}}, {until: 1.0, weights: {...}}]
     mixture: tuple[MixturePhase, ...] = ()
@@ -127,6 +139,7 @@ class TrainConfig:
         require(self.bench_steps >= 0 and self.log_interval >= 1, "train.bench_steps >= 0, train.log_interval >= 1")
         require(self.max_epochs > 0, f"train.max_epochs={self.max_epochs} must be > 0 (4 default)")
         require(0 < self.val_share < 1, f"train.val_share={self.val_share} must be in (0, 1) (0.1 default)")
+        require(self.peak_tflops >= 0, f"train.peak_tflops={self.peak_tflops} must be >= 0 (0 = look the GPU up)")
 
 
 @dataclass(frozen=True)

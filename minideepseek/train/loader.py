@@ -148,6 +148,23 @@ class SamplePlan:
             out[i] = np.searchsorted(ends, lo + self.seq_len - 1, side="right") - np.searchsorted(ends, lo, side="right") + 1
         return out
 
+    def attended_pairs(self, samples: np.ndarray, doc_layout: bool = True) -> np.ndarray:
+        """(query, key) pairs causal attention lets through in each sample's window (the MFU's attention
+        FLOPs, flops.py): L (L + 1) / 2 per piece of document of length L in the window (the pieces
+        ``gather`` numbers as segments), or T (T + 1) / 2 per window without the document layout."""
+        T = self.seq_len
+        out = np.full(len(samples), T * (T + 1) // 2, np.int64)
+        if not doc_layout:
+            return out
+        for i, s in enumerate(np.asarray(samples).tolist()):
+            blk, w = divmod(s, self.windows)
+            _, _, ends = self.blocks.block(blk)
+            lo = w * T
+            cuts = ends[(ends > lo) & (ends < lo + T)].astype(np.int64)
+            lengths = np.diff(np.concatenate(([lo], cuts, [lo + T])))
+            out[i] = int((lengths * (lengths + 1) // 2).sum())
+        return out
+
     def epoch_order(self, epoch: int) -> np.ndarray:
         return self.train_samples[rng_for(self.seed, "train", "epoch", epoch).permutation(len(self.train_samples))]
 

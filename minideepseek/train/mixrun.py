@@ -182,7 +182,7 @@ def val_loss_by_source(model: Any, plan: SamplePlan, table: dict[str, Any], tc: 
             for j in range(0, len(mine), tc.micro_batch):
                 x, y, seg, pos = to_device(plan.gather(mine[j:j + tc.micro_batch], tc.doc_mask), device, tc.doc_mask)
                 with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
-                    loss = model(x, y, seg, pos, tc.loss_chunk)
+                    loss = model.forward(x, y, seg, pos, tc.loss_chunk)  # eager: the step may be compiled
                 k = int((y != -100).sum())
                 tot += float(loss) * k
                 cnt += k

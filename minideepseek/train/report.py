@@ -43,9 +43,11 @@ FAILURE_NOTES = [
      "instead of hanging forever; rerun with NCCL_DEBUG=INFO (GPU) or TORCH_DISTRIBUTED_DEBUG=DETAIL. A "
      "resumed run restarts from the last checkpoint, bit for bit on CPU."),
     ("Throughput lower than expected",
-     "Compare tokens/s with and without the document mask (below). Tiny .arrow shards, too few loader "
-     "workers or a slow disk show up as time outside forward/backward; on CPU set THP_MEM_ALLOC_ENABLE=1 "
-     "(smoke_train.py does) and one thread count per core."),
+     "Compare tokens/s with and without the document mask (below) and the MFU against the device's peak. On "
+     "a GPU, train.attention=auto applies the mask with FlexAttention and train.compile=auto compiles the "
+     "step (the log says which ran; a compile failure names train.compile=false as the way out). Tiny .arrow "
+     "shards, too few loader workers or a slow disk show up as time outside forward/backward; on CPU set "
+     "THP_MEM_ALLOC_ENABLE=1 (smoke_train.py does) and one thread count per core."),
 ]
 
 
@@ -118,6 +120,23 @@ def _fmt(x: float | None, nd: int = 4) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+def _mfu_line(th: dict[str, Any]) -> str:
+    """The tokens/s row's tail: how the step ran, compile time, the FLOP count and the MFU."""
+    m = th.get("mfu")
+    how = f"; {th.get('attention', 'sdpa')} attention, " + ("compiled" if th.get("compiled") else "eager")
+    if th.get("compile_s") is not None:
+        how += f" (compile {th['compile_s']:.1f} s, not in tokens/s)"
+    if not m:
+        return how
+    flops = (f"; {m['flops_per_token'] / 1e9:.3f} GFLOP/token ({m['matmul_flops_per_token'] / 1e9:.3f} matmuls incl. "
+             f"the tied head + {m['attention_flops_per_token'] / 1e9:.3f} attention over "
+             f"{m['attended_pairs_per_token']:,.0f} attended pairs per token) = {m['achieved_tflops']:,.1f} TFLOP/s")
+    if m["mfu"] is None:
+        return how + flops + f"; MFU: {m['peak_source']}"
+    return how + flops + (f"; MFU {100 * m['mfu']:.1f}% of {m['devices']} x {m['peak_tflops_per_device']:,.1f} "
+                          f"TFLOP/s ({m['peak_source']})")
+
+
 def report_markdown(r: dict[str, Any]) -> str:
     b, m, c = r["batch"], r["model"], r["criteria"]
     th = r["throughput"]
@@ -144,7 +163,7 @@ def report_markdown(r: dict[str, Any]) -> str:
         ("tokens/s", f"{th['median_tokens_per_s']:,.0f} median over steps ({th['overall_tokens_per_s']:,.0f} overall "
                      f"incl. evaluation); doc mask {'on' if r['doc_mask'] else 'off'}"
                      + (f"; mask on {th['mask_bench']['with_mask']:,.0f} vs off {th['mask_bench']['without_mask']:,.0f}"
-                        if th.get("mask_bench") else "")),
+                        if th.get("mask_bench") else "") + _mfu_line(th)),
         ("peak memory", f"{r['memory']['peak_mb']:,.0f} MB ({r['memory']['kind']}" + _heap_note(r["memory"]) + ")"),
         ("样本解码 decodes", f"{len(r['samples']['packed'])} packed training samples + {len(r['samples']['generated'])} "
                           f"model generations (below)"),
@@ -171,7 +190,10 @@ def report_markdown(r: dict[str, Any]) -> str:
                 f"block-diagonal mask {mb['with_mask']:,.0f} tokens/s, plain causal {mb['without_mask']:,.0f} tokens/s "
                 f"({100 * (mb['with_mask'] / mb['without_mask'] - 1):+.1f}%). Share of training windows with more "
                 f"than one document: {100 * mb['multi_doc_share']:.0f}% (only those pay for the mask; a batch of "
-                f"single-document windows runs plain causal attention)."]
+                f"single-document windows runs plain causal attention). The mask as training applies it "
+                f"({mb.get('attention', 'sdpa')}), on the eager model"
+                + (f"; the dense SDPA mask instead of FlexAttention: {mb['dense_mask']:,.0f} tokens/s"
+                   if "dense_mask" in mb else "") + "."]
     out += ["", "## Decoded packed samples (first 200 tokens; ⟦EOT⟧ = <|endoftext|>)", ""]
     for s in r["samples"]["packed"]:
         out += [f"**sample {s['sample']}** (block {s['block']}, window {s['window']}, {s['documents_in_window']} "

@@ -20,6 +20,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer
 
@@ -34,6 +35,7 @@ from ..stage import InputRef, Manifest, StageRun, StaleInputError, publish_repor
 from .autosize import fit_to_data
 from .config import TrainStageConfig
 from .dist import DistEnv
+from .flops import mfu_report
 from .loader import PackedBlocks, SamplePlan
 from .maskbench import bench_doc_mask
 from .mixrun import MIXTURE_FILES, build_mixture, source_ranges, val_loss_by_source, write_mixture
@@ -45,6 +47,7 @@ from .trainer import (
     final_checkpoint,
     model_config,
     resolve_device,
+    resolve_execution,
     setup_torch,
     state_digest,
     train,
@@ -89,6 +92,7 @@ def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], conf
             return stage.existing  # type: ignore[return-value]
         log.info("%s: %s was trained on %s rank(s), now %s; rerunning", STAGE, stage.final_dir, old_world, env.world)
     kind, amp = resolve_device(cfg.train)
+    resolve_execution(cfg.train, kind)  # a bad attention/device pair stops here, before any process group
     threads = setup_torch(cfg.train, kind, env)
     env.init(kind)
     try:
@@ -116,16 +120,17 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
     cfg = dataclasses.replace(cfg, train=tc)
     plan = SamplePlan(blocks, tc.seq_len, tc.val_blocks, seed, vocab_size=vocab,
                       val_windows_per_block=tc.val_windows_per_block, strata=source_ranges(packed))
+    attention, compiled = resolve_execution(tc, env.device.type)
     log.info("%s: %s blocks of %s from %s -> %s training samples of %s (%s held-out blocks); vocab %s; %s rank(s) "
-             "on %s, %s thread(s) each, %s", STAGE, f"{blocks.num_blocks:,}", f"{blocks.seq_len:,}", run_dir / PACKED,
-             f"{len(plan.train_samples):,}", tc.seq_len, tc.val_blocks, f"{vocab:,}", env.world, env.device,
-             threads, "bf16 autocast" if amp else "float32")
+             "on %s, %s thread(s) each, %s, %s attention%s", STAGE, f"{blocks.num_blocks:,}", f"{blocks.seq_len:,}",
+             run_dir / PACKED, f"{len(plan.train_samples):,}", tc.seq_len, tc.val_blocks, f"{vocab:,}", env.world,
+             env.device, threads, "bf16 autocast" if amp else "float32", attention, ", compiled" if compiled else "")
     identity = {"config_hash": stage.config_hash, "packed": packed["fingerprint"],
                 "tokenizer": tok_man["fingerprint"], "world_size": env.world}
     ckpts = Checkpoints(run_dir / f"{ARTIFACT}.ckpt", identity)
     t0 = time.time()
     mixture = build_mixture(tc, plan, packed, run_dir, env.world)
-    res = train(tc, plan, vocab, seed, env, ckpts, amp, mixture)
+    res = train(tc, plan, vocab, seed, env, ckpts, amp, mixture, attention, compiled)
     wall = time.time() - t0
     if res.status == "stopped":
         if env.is_main:
@@ -210,6 +215,11 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
     new_steps = res.step - (res.resumed_from or 0)
     spk = spikes(losses)
     val = res.val
+    median_rate = median(rates) if rates else 0.0
+    trained = np.array([s for b in res.batches for rank in b["samples"] for s in rank], np.int64)
+    device_name = torch.cuda.get_device_name(env.device) if env.device.type == "cuda" else None
+    mfu = mfu_report(res.model.cfg, int(plan.attended_pairs(trained, tc.doc_mask).sum()), len(trained) * tc.seq_len,
+                     median_rate, env.world, device_name, tc.peak_tflops, amp == torch.bfloat16)
     return {
         "run": cfg.run.name, "artifact": str(stage.final_dir), "status": res.status, "config_hash": stage.config_hash,
         "device": str(env.device), "dtype": "bfloat16 autocast" if amp else "float32", "threads_per_rank": threads,
@@ -233,9 +243,12 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
         "val": {"first": val[0]["val_loss"] if val else None, "last": val[-1]["val_loss"] if val else None,
                 "first_step": val[0]["step"] if val else None, "last_step": val[-1]["step"] if val else None,
                 "tokens": val[-1]["tokens"] if val else 0, "blocks": tc.val_blocks, "series": val},
-        "throughput": {"median_tokens_per_s": median(rates) if rates else 0.0,
+        "throughput": {"median_tokens_per_s": median_rate,
                        "overall_tokens_per_s": new_steps * gtok / max(wall, 1e-9),
-                       "train_s": round(res.train_s, 1), "eval_s": round(res.eval_s, 1), "mask_bench": bench},
+                       "train_s": round(res.train_s, 1), "eval_s": round(res.eval_s, 1),
+                       "attention": res.attention, "compiled": res.compiled,
+                       "compile_s": None if res.compile_s is None else round(res.compile_s, 1),
+                       "device_name": device_name, "mfu": mfu, "mask_bench": bench},
         "memory": {"peak_mb": max((h["mem_mb"] for h in res.history), default=peak_rss_mb()),
                    "kind": "torch.cuda.max_memory_allocated" if env.device.type == "cuda" else "peak RSS (ru_maxrss)",
                    "peak_rss_mb": peak_rss_mb(), "counts": MEMORY_COUNTS, "heap": res.heap},

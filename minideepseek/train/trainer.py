@@ -9,6 +9,15 @@ packed data and the same number of ranks; otherwise it is ignored with a warning
 
 Checkpoints of a running stage live in ``data/<run>/smoke_train.ckpt/`` (not in the stage's temp
 dir, which the next run deletes); the committed artifact carries the final one as ``checkpoint.pt``.
+
+Compiling (``train.compile``, on for CUDA by default). ``model.compile()`` before DDP wraps it (the
+order PyTorch documents), ``fullgraph=True`` so a graph break is an error rather than a silent
+slowdown, static shapes. Only the training step goes through the compiled ``__call__``: evaluation,
+the mask benchmark and generation call ``model.forward`` / ``model.hidden``, the eager module,
+because under ``no_grad`` and other batch shapes they would each compile another graph. The step is
+compiled before step 1 on a batch of the training shape (``compile_step``), so compile time is
+reported on its own and never counted in tokens/s. A resumed run compiles again (same data order,
+same losses within bf16 noise on a GPU; on CPU compiling is off by default and resume is bit-exact).
 """
 
 from __future__ import annotations
@@ -36,11 +45,15 @@ from .dist import DistEnv
 from .heap import HeapGuard, keep_heap
 from .loader import Batch, LoaderState, RankLoader, SamplePlan, val_batches
 from .mixture import MixtureRankLoader
-from .model import GPT, ModelConfig
+from .model import GPT, AttentionKind, ModelConfig
 
 log = logging.getLogger(__name__)
 
 KEEP_CHECKPOINTS = 2
+# torch.compile options of the training step. fullgraph: no graph breaks (they are errors); dynamic:
+# False: every training micro-batch has the same shape. Tests add backend="aot_eager" (same graph
+# capture and autograd tracing, no code generation: seconds on CPU instead of a minute).
+COMPILE_OPTIONS: dict[str, Any] = {"fullgraph": True, "dynamic": False}
 
 
 @dataclass
@@ -57,6 +70,9 @@ class TrainResult:
     train_s: float = 0.0  # this process's time in training steps (evaluation excluded)
     eval_s: float = 0.0
     heap: dict[str, Any] = field(default_factory=dict)  # HeapGuard.to_json(): trims of a drifting CPU heap
+    attention: AttentionKind = "sdpa"
+    compiled: bool = False
+    compile_s: float | None = None  # compiling the training step (compile_step), None when not compiled
 
 
 def resolve_device(tc: TrainConfig) -> tuple[str, torch.dtype | None]:
@@ -73,6 +89,17 @@ def resolve_device(tc: TrainConfig) -> tuple[str, torch.dtype | None]:
     if dtype == "auto":
         dtype = "bfloat16" if kind == "cuda" else "float32"
     return kind, (torch.bfloat16 if dtype == "bfloat16" else None)
+
+
+def resolve_execution(tc: TrainConfig, kind: str) -> tuple[AttentionKind, bool]:
+    """(attention path, compile the model?) for device ``kind``: auto = FlexAttention and compiled on
+    CUDA; the dense SDPA mask, eager, on CPU (today's path: bit-exact resume, unchanged figures)."""
+    attention: AttentionKind = ("flex" if kind == "cuda" else "sdpa") if tc.attention == "auto" else tc.attention
+    if attention == "flex" and kind != "cuda":
+        raise ConfigError("train.attention=flex needs a CUDA device: FlexAttention has no backward on CPU; "
+                          "set train.attention=auto or sdpa")
+    compiled = kind == "cuda" if tc.compile == "auto" else bool(tc.compile)
+    return attention, compiled
 
 
 def setup_torch(tc: TrainConfig, kind: str, env: DistEnv) -> int:
@@ -93,9 +120,9 @@ def model_config(tc: TrainConfig, vocab_size: int) -> ModelConfig:
                        max_seq_len=tc.seq_len, rope_theta=tc.rope_theta)
 
 
-def build_model(tc: TrainConfig, vocab_size: int, seed: int) -> GPT:
+def build_model(tc: TrainConfig, vocab_size: int, seed: int, attention: AttentionKind = "sdpa") -> GPT:
     torch.manual_seed(seed)
-    return GPT(model_config(tc, vocab_size))
+    return GPT(model_config(tc, vocab_size), attention)
 
 
 def make_optimizer(model: GPT, tc: TrainConfig) -> torch.optim.Optimizer:
@@ -113,14 +140,21 @@ def lr_at(step: int, tc: TrainConfig) -> float:
     return tc.min_lr + 0.5 * (tc.lr - tc.min_lr) * (1 + math.cos(math.pi * min(1.0, frac)))
 
 
-def to_device(b: Batch, device: torch.device, doc_mask: bool) -> tuple[torch.Tensor, ...]:
+def to_device(b: Batch, device: torch.device, doc_mask: bool,
+              single_doc_causal: bool = True) -> tuple[torch.Tensor | None, ...]:
+    """(tokens, targets, segments, positions) on ``device``. Segments and positions are None without
+    the document mask, and (``single_doc_causal``) when every window holds one document: plain causal
+    attention is then the same thing (positions are 0..T-1 too) and lets SDPA use its causal kernel.
+    Decided here, from the host's arrays: in the model it would be a GPU sync and a graph break. A
+    compiled step keeps the segments (``single_doc_causal=False``): one graph for every batch."""
     pin = device.type == "cuda"
 
     def t(a: np.ndarray) -> torch.Tensor:
         x = torch.from_numpy(a)
         return (x.pin_memory() if pin else x).to(device, non_blocking=pin)
 
-    return t(b.tokens), t(b.targets), (t(b.segments) if doc_mask else None), (t(b.positions) if doc_mask else None)
+    layout = doc_mask and (not single_doc_causal or bool(b.segments.any()))
+    return t(b.tokens), t(b.targets), (t(b.segments) if layout else None), (t(b.positions) if layout else None)
 
 
 def memory_mb(device: torch.device) -> float:
@@ -138,7 +172,7 @@ def evaluate(model: GPT, plan: SamplePlan, tc: TrainConfig, env: DistEnv, amp: t
     for b in val_batches(plan, tc.micro_batch, env.rank, env.world, tc.doc_mask):
         x, y, seg, pos = to_device(b, env.device, tc.doc_mask)
         with torch.autocast(env.device.type, dtype=amp or torch.float32, enabled=amp is not None):
-            loss = model(x, y, seg, pos, tc.loss_chunk)
+            loss = model.forward(x, y, seg, pos, tc.loss_chunk)  # eager, also when the step is compiled
         n = int((y != -100).sum())
         acc += torch.tensor([float(loss) * n, n], dtype=torch.float64, device=env.device)
     env.all_reduce_sum(acc)
@@ -187,12 +221,43 @@ class Checkpoints:
         return str(paths[-1])
 
 
+def compile_step(step_model: torch.nn.Module, tc: TrainConfig, device: torch.device, autocast: Any) -> float:
+    """Compile the training step before step 1; returns the seconds it took.
+
+    One forward + backward on a batch of the training shape (token 0, one document: the graph
+    depends on shapes and dtypes, not values); its gradients are dropped and nothing else changes (no
+    optimizer step, no data read). Under DDP every rank calls it, so the gradient all-reduce matches."""
+    B, T = tc.micro_batch, tc.seq_len
+
+    def zeros() -> torch.Tensor:  # a tensor each: aliased inputs would be guarded on and recompile at step 1
+        return torch.zeros(B, T, dtype=torch.int64, device=device)
+
+    seg = zeros() if tc.doc_mask else None
+    pos = torch.arange(T, device=device).expand(B, T).contiguous() if tc.doc_mask else None
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.time()
+    try:
+        with autocast():
+            loss = step_model(zeros(), zeros(), seg, pos, tc.loss_chunk)
+        loss.backward()
+    except Exception as exc:
+        raise RuntimeError(f"torch.compile of the training step failed ({type(exc).__name__}); rerun with "
+                           f"--set train.compile=false (FlexAttention still applies the document mask)") from exc
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    step_model.zero_grad(set_to_none=True)
+    return time.time() - t0
+
+
 def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: DistEnv,
-          ckpts: Checkpoints, amp: torch.dtype | None, mixture: Any = None) -> TrainResult:
-    """Run (or resume) the training loop; every rank calls it, rank 0 keeps the history."""
-    model = build_model(tc, vocab_size, seed).to(env.device)
+          ckpts: Checkpoints, amp: torch.dtype | None, mixture: Any = None,
+          attention: AttentionKind = "sdpa", compiled: bool = False) -> TrainResult:
+    """Run (or resume) the training loop; every rank calls it, rank 0 keeps the history.
+    ``attention``/``compiled``: how the steps run (``resolve_execution``), not what they compute."""
+    model = build_model(tc, vocab_size, seed, attention).to(env.device)
     opt = make_optimizer(model, tc)
-    res = TrainResult("done", model, opt, 0, LoaderState())
+    res = TrainResult("done", model, opt, 0, LoaderState(), attention=attention, compiled=compiled)
     path = env.broadcast_object(ckpts.latest() if tc.resume and env.is_main else None)  # rank 0 decides
     if path is not None:
         payload = load_checkpoint(path)
@@ -202,6 +267,8 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
         res.step, res.loader_state = payload["step"], LoaderState(**payload["loader_state"])
         res.history, res.val, res.batches = payload["history"], payload["val"], payload["batches"]
         res.resumed_from = res.step
+    if compiled:
+        model.compile(**COMPILE_OPTIONS)  # before DDP wraps it; state_dict keys stay unprefixed
     ddp = DDP(model, device_ids=[env.local_rank] if env.device.type == "cuda" else None) if env.world > 1 else model
     # per-source data (pack.by_source) draws through the mixture sampler (train/mixture.py)
     loader = (MixtureRankLoader(plan, mixture, env.rank, res.loader_state) if mixture is not None
@@ -220,6 +287,10 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
     guard = HeapGuard(enabled=env.device.type == "cpu")
     if res.step == 0:
         run_eval(0)
+    if compiled and res.step < tc.max_steps:
+        log.info("compiling the training step (torch.compile, %s attention)", attention)
+        res.compile_s = compile_step(ddp, tc, env.device, autocast)
+        log.info("compiled in %.1f s (not counted in tokens/s)", res.compile_s)
     for step in range(res.step + 1, tc.max_steps + 1):
         t0 = time.time()
         lr = lr_at(step, tc)
@@ -230,7 +301,7 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
         for micro in range(tc.grad_accum):
             b = loader.next_batch(tc.doc_mask)
             mine.append(b.samples)
-            x, y, seg, pos = to_device(b, env.device, tc.doc_mask)
+            x, y, seg, pos = to_device(b, env.device, tc.doc_mask, single_doc_causal=not compiled)
             sync = micro == tc.grad_accum - 1 or env.world == 1
             with (contextlib.nullcontext() if sync else ddp.no_sync()), autocast():
                 loss = ddp(x, y, seg, pos, tc.loss_chunk)
