@@ -11,12 +11,11 @@ import copy
 import dataclasses
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .config import ConfigError, apply_overrides, build, load_yaml, require, to_plain
+from .config import ConfigError, apply_overrides, build, is_path_name, load_yaml, require, to_plain
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,8 +51,8 @@ class RunConfig:
     EXEC_ONLY: ClassVar[tuple[str, ...]] = ("deletion_log", "verify")
 
     def __post_init__(self) -> None:
-        require(bool(re.fullmatch(r"[A-Za-z0-9_.-]+", self.name)),
-                f"run.name={self.name!r}: use letters, digits, '_', '-', '.' only (it names directories)")
+        require(is_path_name(self.name), f"run.name={self.name!r}: use letters, digits, '_', '-', '.' only, not dots "
+                                         f"alone (it names directories under run.data_dir and run.reports_dir)")
         require(self.seed >= 0, f"run.seed={self.seed} must be >= 0")
         require(self.verify in ("sha256", "size"), f"run.verify={self.verify!r}: choose 'sha256' (default) or 'size'")
 
