@@ -34,6 +34,7 @@ import pyarrow as pa
 from ..arrow_io import shard_paths
 from ..config import ConfigError
 from ..fsio import atomic_writer, write_bytes_atomic, write_json_atomic, write_text_atomic
+from ..pipeline import MIXED_DEDUP, MIXED_RAW, PACKED
 from ..stage import verify_before_use
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def export_megatron(run_dir: Path, out_dir: Path) -> dict[str, Any]:
     """Write ``out_dir/<source>.{bin,idx}`` + ``blend.json`` + ``data_path.txt``; returns the blend."""
     # every artifact it reads is checked against its manifest first: a damaged shard is refused with the
     # file and the rebuild command, never exported
-    mans = verify_before_use(run_dir, ("mixed_raw", "mixed_dedup", "packed"), required=("mixed_dedup", "packed"))
+    mans = verify_before_use(run_dir, (MIXED_RAW, MIXED_DEDUP, PACKED), required=(MIXED_DEDUP, PACKED))
     src_of = _source_map(run_dir)
     blocks, parts = _parts(run_dir / "packed")
     by_src: dict[str, list[str]] = {}
@@ -104,7 +105,7 @@ def export_megatron(run_dir: Path, out_dir: Path) -> dict[str, Any]:
                               f"stale; rerun pack_shuffle.py")
         by_src.setdefault(src_of[d], []).append(d)
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw = mans.get("mixed_raw") or {}
+    raw = mans.get(MIXED_RAW) or {}
     recipe = {s["name"]: float(s["weight"]) for s in raw.get("config", {}).get("sources", [])}
     blend: dict[str, Any] = {"sources": {}, "dtype": "int32", "eot_id": 0}
     for name, ids in sorted(by_src.items()):

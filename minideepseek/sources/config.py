@@ -15,7 +15,7 @@ LOCAL_FORMATS = ("auto", "jsonl", "parquet", "text", "html")
 _TYPE_KEYS = {
     "hf": {"path", "config_name", "data_dir", "split", "data_files", "revision", "text_field", "id_field", "url_field",
            "shuffle_buffer", "max_retries", "retry_backoff_s", "fmt"},
-    "local": {"path", "format", "glob", "text_field", "id_field", "url_field", "fmt"},
+    "local": {"path", "format", "glob", "text_field", "id_field", "url_field", "fmt", "follow_symlinks"},
     "demo": {"domain", "components"},
 }
 _COMMON = {"name", "type", "weight", "max_epochs", "license", "lang", "filters"}
@@ -47,6 +47,10 @@ class SourceConfig:
     # local
     format: str = "auto"
     glob: str = "**/*"
+    # A symlink under the source directory whose target lies outside it is skipped (reported per file)
+    # unless this is true: a link planted in a data folder must not pull in /proc/self/environ or ~/.ssh.
+    # Special files (FIFOs, sockets, devices, procfs/sysfs) are never read either way.
+    follow_symlinks: bool = False
     # demo
     domain: str = ""
     components: tuple[str, ...] = ()
