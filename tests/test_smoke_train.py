@@ -1,12 +1,13 @@
 """Stage 5 on a tiny real chain (stages 1-4 on stdlib code + Chinese prose) and a tiny model:
 chunked loss == full loss, loader determinism and exact resume, held-out blocks, document mask,
-a short run with its outputs, a 2-process gloo run, stale upstreams refused."""
+a short run with its outputs, a 2-rank gloo run with no open port, stale upstreams refused."""
 
 import json
 import os
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import numpy as np
@@ -321,25 +322,50 @@ def test_stale_or_missing_upstream_refused(chain, capsys):
     assert "train.seq_len" in capsys.readouterr().err
 
 
+def _listening(proc: subprocess.Popen) -> tuple[str, set[tuple[str, int]]]:
+    """Wait for ``proc``, recording every listening TCP socket of its process tree meanwhile."""
+    import psutil
+
+    seen: set[tuple[str, int]] = set()
+    root = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            break
+        for p in tree:
+            try:
+                seen |= {(c.laddr.ip, c.laddr.port) for c in p.net_connections(kind="inet")
+                         if c.status == psutil.CONN_LISTEN}
+            except psutil.Error:
+                pass
+        time.sleep(0.02)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    return out, seen
+
+
 @pytest.mark.slow
 def test_two_process_gloo(chain):
-    """torchrun, 2 ranks on gloo: disjoint batches, rank 0 alone writes, and a stop + resume under
-    DDP replays the uninterrupted run's batches (and losses: same arithmetic on the same CPU)."""
+    """``--nproc 2``, 2 ranks on gloo: no listening socket on anything but loopback in the stage's
+    process tree while it runs (torchrun's rendezvous listened on every interface); disjoint batches,
+    rank 0 alone writes, and a stop + resume under DDP replays the uninterrupted run's batches (and
+    losses: same arithmetic on the same CPU)."""
     tmp, cfg = chain
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     sets = ["train.max_steps=8", "train.eval_interval=4", "train.bench_steps=0", "train.generate_tokens=0",
             "train.warmup=2", "train.fail_on_criteria=false"]
 
-    def torchrun(*extra: str) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(ROOT / "smoke_train.py"), "--config", str(cfg), "--force"]
+    def ranks(*extra: str) -> tuple[str, set[tuple[str, int]]]:
+        cmd = [sys.executable, str(ROOT / "smoke_train.py"), "--nproc", "2", "--config", str(cfg), "--force"]
         for x in (*sets, *extra):
             cmd += ["--set", x]
-        res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, res.stderr[-3000:]
-        return res
+        return _listening(subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           text=True))
 
-    res = torchrun()
+    stdout, listening = ranks()
+    assert listening, "the poll saw no socket of the process group: the check would prove nothing"
+    assert {ip for ip, _ in listening} <= {"127.0.0.1", "::1"}, listening
     out = tmp / "data" / "t" / "smoke_train"
     man = read_manifest(out)
     assert man["counters"]["world_size"] == 2 and man["counters"]["steps"] == 8
@@ -352,12 +378,12 @@ def test_two_process_gloo(chain):
         seen[1] |= set(r1)
     assert not seen[0] & seen[1]  # 8 steps stay within one epoch: the ranks never share a sample
     assert not list((tmp / "data" / "t").glob("smoke_train.tmp-*")) and (tmp / "reports" / "t" / "smoke_train.md").is_file()
-    assert res.stdout.count("smoke_train:") == 1  # only rank 0 reports
+    assert stdout.count("smoke_train:") == 1  # only rank 0 reports
     losses = [r["loss"] for r in _metrics(out)[0]]
 
-    torchrun("train.stop_at_step=4")
+    ranks("train.stop_at_step=4")
     assert read_manifest(out)["started_at"] == man["started_at"]  # nothing committed
-    torchrun()
+    ranks()
     assert read_manifest(out)["counters"]["resumed_from"] == 4
     assert (out / "batches.jsonl").read_text() == batches
     assert [r["loss"] for r in _metrics(out)[0]] == losses
