@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -367,6 +368,58 @@ def test_lock_pins_every_package_with_a_hash_and_matches_requirements():
     assert {"torch", "pip", "pytest", "ruff", "ray", "transformers", "megatron-core"} <= names
     ensure = (ROOT / "scripts" / "ensure_venv.sh").read_text()
     assert "--require-hashes" in ensure and "--upgrade pip" not in ensure.replace("`pip install --upgrade pip`", "")
+
+
+def test_check_venv_names_every_difference_from_the_lock(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import check_venv
+    finally:
+        sys.path.pop(0)
+    lock = (ROOT / "requirements.lock").read_text()
+    assert check_venv.main([str(ROOT / "requirements.lock")]) == 0  # this venv is exactly the lock
+    have = check_venv.installed()
+    edited = tmp_path / "lock"
+    edited.write_text(lock.replace("\nclick==", "\nclick==0.0.1 \\\n    --hash=sha256:00\nxclick==")
+                      + "not-installed-pkg==1.0 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    diff = check_venv.differences(check_venv.pinned(edited), have)
+    assert f"click is {have['click']}, the lock pins 0.0.1" in diff
+    assert "missing not-installed-pkg==1.0" in diff and f"not in the lock: click=={have['click']}" not in diff
+    assert check_venv.main([str(edited)]) == 1
+
+
+def _fake_venv(tmp_path: Path, stamp: str) -> Path:
+    """A venv directory whose python is this checkout's venv python (so check_venv sees the real packages)."""
+    venv = tmp_path / "v"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    py = venv / "bin" / "python"
+    py.write_text(f"#!/bin/sh\nexec {ROOT / '.venv' / 'bin' / 'python'} \"$@\"\n")
+    py.chmod(0o755)
+    (venv / "leftover-from-an-old-lock").write_text("x")
+    (venv / ".requirements.sha256").write_text(stamp + "\n")
+    return venv
+
+
+def test_ensure_venv_reuses_only_a_venv_built_from_this_lock(tmp_path):
+    """Same lock and same packages: reused as is. Another lock's stamp: the venv is removed and built
+    anew (here the new interpreter refuses to start, so nothing is downloaded)."""
+    want = hashlib.sha256((ROOT / "requirements.txt").read_bytes() + (ROOT / "requirements.lock").read_bytes())
+    fake_python = tmp_path / "python3"
+    fake_python.write_text(f"#!/bin/sh\nif [ \"$1\" = -m ]; then echo \"would run: $*\"; exit 7; fi\n"
+                           f"exec {ROOT / '.venv' / 'bin' / 'python'} \"$@\"\n")
+    fake_python.chmod(0o755)
+
+    def ensure(venv: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(ROOT / "scripts" / "ensure_venv.sh")], cwd=ROOT, capture_output=True,
+                              text=True, env={**os.environ, "VENV": str(venv), "PYTHON": str(fake_python)}, timeout=120)
+
+    venv = _fake_venv(tmp_path / "a", want.hexdigest())
+    res = ensure(venv)
+    assert res.returncode == 0 and (venv / "leftover-from-an-old-lock").exists(), res.stderr
+    venv = _fake_venv(tmp_path / "b", "0" * 64)
+    res = ensure(venv)
+    assert res.returncode == 7 and "would run: -m venv" in res.stdout and not venv.exists(), res.stderr
 
 
 # --- Ray's local instance -------------------------------------------------------------------------
