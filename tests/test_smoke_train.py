@@ -2,6 +2,7 @@
 chunked loss == full loss, loader determinism and exact resume, held-out blocks, document mask,
 a short run with its outputs, a 2-rank gloo run with no open port, stale upstreams refused."""
 
+import io
 import json
 import os
 import subprocess
@@ -299,6 +300,44 @@ def test_resume_refuses_a_checkpoint_carrying_a_callable(chain, capsys, tmp_path
     assert errors[0].startswith("error: refusing to load checkpoint") and str(path) in errors[0]
     assert "callable io.open" in errors[0]  # names what it refused (builtins.open is io.open)
     assert not marker.exists()  # the pickled callable never ran
+    path.unlink()
+    path.with_suffix(".json").unlink()
+
+
+def test_resume_refuses_truncated_malformed_and_escapes_what_it_prints(chain, capsys, tmp_path, monkeypatch):
+    """A cut checkpoint, one of another shape, an unreadable record, and a refused global whose name carries
+    terminal escape sequences: each one line on stderr (control characters escaped), exit 2."""
+    import types
+
+    tmp, cfg = chain
+    ck = tmp / "data" / "t" / "smoke_train.ckpt"
+    sets = ("train.max_steps=6", "train.warmup=1", "train.eval_interval=3", "train.bench_steps=0",
+            "train.fail_on_criteria=false", "train.decode_samples=0", "train.generate_tokens=0")
+    assert _train(cfg, *sets, "train.stop_at_step=2") == 0
+    path = ck / "step-0000002.pt"
+    good, meta = path.read_bytes(), path.with_suffix(".json").read_text()
+    evil = types.ModuleType("evil\x1b[2J\x1b]0;pwned\x07")  # clear screen, set the terminal title
+    evil.f = lambda: None
+    evil.f.__module__, evil.f.__qualname__ = evil.__name__, "f"
+    monkeypatch.setitem(sys.modules, evil.__name__, evil)
+    cases = {
+        "cut": lambda: path.write_bytes(good[: len(good) // 2]),
+        "shape": lambda: torch.save({"step": "two", "model": []}, path),
+        "record": lambda: path.with_suffix(".json").write_text("{not json"),
+        "escape": lambda: torch.save({**torch.load(io.BytesIO(good), weights_only=True), "hook": evil.f}, path),
+    }
+    want = {"cut": "truncated or damaged", "shape": "is malformed", "record": "unreadable", "escape": "refusing"}
+    for name, damage in cases.items():
+        damage()
+        capsys.readouterr()
+        assert _train(cfg, *sets) == 2, name
+        err = capsys.readouterr().err
+        errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in err and want[name] in errors[0], (name, err[-2000:])
+        assert not any(c in err for c in "\x1b\x07"), name  # nothing reaches the terminal raw
+        path.write_bytes(good)
+        path.with_suffix(".json").write_text(meta)
+    assert "\\x1b[2J" in errors[0]  # the escape case named the global, escaped
     path.unlink()
     path.with_suffix(".json").unlink()
 
