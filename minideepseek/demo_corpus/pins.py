@@ -121,8 +121,14 @@ def pin_from_manifest(manifest: dict[str, Any], downloads: Path, old: Expected,
     for c in manifest.get("components", []):
         if c.get("status") != "ok" or c.get("source") not in ("pypi", "debian") or not c.get("file"):
             continue
+        if "/" in c["file"] or "\\" in c["file"] or c["file"].startswith("."):
+            raise IntegrityError(f"the build records the file name {c['file']!r}, not a package file name; the cache "
+                                 f"was altered: delete it and rebuild before pinning")
         sub = "pypi" if c["source"] == "pypi" else "debian"
         path = Path(c["path"]) if c.get("path") else None
+        root = downloads.resolve()
+        if path is not None and root not in path.resolve().parents:  # a manifest path outside the downloads
+            path = None  # is never read: the file is looked up in the cache by name instead
         if path is None or not path.is_file():
             path = next(iter(sorted(downloads.glob(f"{sub}/**/{c['file']}"))), None)
         if path is not None and path.is_file():
