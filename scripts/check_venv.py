@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import re
 import sys
+import sysconfig
 from pathlib import Path
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)")
@@ -33,8 +34,11 @@ def pinned(lock: Path) -> dict[str, str]:
 
 
 def installed() -> dict[str, str]:
+    """Distributions installed in this environment's site-packages (not whatever else is on sys.path:
+    setuptools, once imported, puts its vendored packages there)."""
+    paths = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     out: dict[str, str] = {}
-    for d in md.distributions():
+    for d in md.distributions(path=paths):
         name = d.metadata["Name"]
         if name:
             out[canon(name)] = d.version

@@ -29,7 +29,7 @@ import numpy as np
 from .. import pipeline, runlock
 from ..arrow_io import iter_dataset_rows, read_columns
 from ..config import ConfigError
-from ..fsio import write_json_atomic, write_text_atomic
+from ..fsio import atomic_writer, write_json_atomic, write_text_atomic
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER, Plan
 from ..stage import ArtifactEdit, live_suffix, publish_reports, read_manifest, restore_interrupted_swap, verify_before_use
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
@@ -156,9 +156,8 @@ class Withdrawal:
                 flat, ln = encode_docs(tok, [texts[d["id"]]])
                 lens[d["id"]] = int(ln[0])  # tokens + EOT, as packed
                 arrays[f"t{k}"], arrays[f"tn{k}"] = token_grams(flat[:-1], self.wc.token_ngram)
-        tmp = self.records / f".{t}.npz.tmp-{os.getpid()}.npz"
-        np.savez(tmp, **arrays)
-        os.replace(tmp, self.records / f"{t}.npz")
+        with atomic_writer(self.records / f"{t}.npz") as fh:  # temp file + rename, never through a link
+            np.savez(fh, **arrays)
         in_dedup = []
         if read_manifest(self.run_dir / "mixed_dedup") is not None:
             in_dedup = [r["id"] for r in iter_dataset_rows(self.run_dir / "mixed_dedup", columns=["id"]) if r["id"] in ids]
