@@ -1,7 +1,8 @@
-"""Stage 2: exact + MinHash-LSH near-duplicate removal across sources, and decontamination.
+r"""Stage 2: exact + MinHash-LSH near-duplicate removal across sources, and decontamination.
 
-    python cross_source_dedup.py --config configs/demo.yaml
-    python cross_source_dedup.py --config configs/demo.yaml --set dedup.shingle=word --set dedup.bands=14 --set dedup.rows=8
+    .venv/bin/python cross_source_dedup.py --config configs/demo.yaml
+    .venv/bin/python cross_source_dedup.py --config configs/demo.yaml \
+        --set dedup.shingle=word --set dedup.bands=14 --set dedup.rows=8
 
 Reads data/<run>/mixed_raw (refusing it if stage 1's config changed since it was built), writes
 data/<run>/mixed_dedup (+ removed.jsonl, contamination_hits.jsonl) and reports/<run>/

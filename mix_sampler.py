@@ -1,8 +1,8 @@
 """Stage 1: sample documents from several sources by recipe weights.
 
-    python mix_sampler.py --config configs/demo.yaml
-    python mix_sampler.py --config configs/demo.yaml --set sampler.target_docs=2000 --set run.name=docs2000
-    python mix_sampler.py --config configs/deepseek_v3_1b.yaml      # Hugging Face hub recipe
+    .venv/bin/python mix_sampler.py --config configs/demo.yaml
+    .venv/bin/python mix_sampler.py --config configs/demo.yaml --set sampler.target_docs=2000 --set run.name=docs2000
+    .venv/bin/python mix_sampler.py --config configs/deepseek_v3_1b.yaml      # Hugging Face hub recipe
 
 Writes data/<run>/mixed_raw (a `datasets` directory + manifest.json + rejects.jsonl) and
 reports/<run>/source_mix.{json,md}.

@@ -1,8 +1,8 @@
 """Stage 4: tokenize mixed_dedup with our tokenizer, pack into SEQ_LEN blocks (one <|endoftext|>
 after every document, tail carried across batches), shuffle, write bounded .arrow shards.
 
-    python pack_shuffle.py --config configs/demo.yaml
-    python pack_shuffle.py --config configs/demo.yaml --set pack.seq_len=2048 --set pack.tail=pad
+    .venv/bin/python pack_shuffle.py --config configs/demo.yaml
+    .venv/bin/python pack_shuffle.py --config configs/demo.yaml --set pack.seq_len=2048 --set pack.tail=pad
 
 Writes data/<run>/packed/ (a datasets directory: input_ids uint32[seq_len] + per-block document
 spans doc_ids/starts/ends/doc_token_start) and reports/<run>/packing_report.{json,md}.

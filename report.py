@@ -1,11 +1,11 @@
 """Data dashboard: one run's figures, or two runs side by side with drift flags (seed table P11-11).
 
-    python report.py show demo                       # reports/dashboard.{html,md,json} for reports/demo
-    python report.py compare demo demo_b             # side by side + drift flags
-    python report.py compare demo demo_b --threshold token_share_pp=2 --threshold dedup_rate_pp=5
-    python report.py compare reports/demo /elsewhere/reports/run7 --out /tmp/dash
-    python report.py bill demo                       # reports/demo/cost.{md,json}: 1B / 70B / 15T projection
-    python report.py bill demo --filter-keep 0.1 --cores 2 --cores 512 --exponent mixed_dedup=1.1
+    .venv/bin/python report.py show demo                       # reports/dashboard.{html,md,json} for reports/demo
+    .venv/bin/python report.py compare demo demo_b             # side by side + drift flags
+    .venv/bin/python report.py compare demo demo_b --threshold token_share_pp=2 --threshold dedup_rate_pp=5
+    .venv/bin/python report.py compare reports/demo /elsewhere/reports/run7 --out /tmp/dash
+    .venv/bin/python report.py bill demo                       # reports/demo/cost.{md,json}: 1B / 70B / 15T projection
+    .venv/bin/python report.py bill demo --filter-keep 0.1 --cores 2 --cores 512 --exponent mixed_dedup=1.1
 
 A RUN is a run name (reports/<name>, with data/<name> for stage wall times when present) or a path to
 a run's report directory. Only reports and manifests are read, never the raw data. The HTML page is

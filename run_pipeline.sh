@@ -9,6 +9,7 @@
 #   bash run_pipeline.sh withdraw --id ID --why "..."  # deletion request (withdraw.py), then rerun what is stale
 #   bash run_pipeline.sh --executor ray [--ray-address HOST:6379]   # stages 1-4 on a Ray cluster (same artifacts)
 #   bash run_pipeline.sh --log-level DEBUG            # DEBUG, INFO (default), WARNING, ERROR, CRITICAL
+#   bash run_pipeline.sh --strict                     # exit 3 when stage 1 misses the recipe (a source short)
 #
 # First run: creates .venv and installs the pinned dependencies, builds the demo corpus into the
 # cache (~/.cache/minideepseek, or $MINIDEEPSEEK_CACHE). Later runs skip up-to-date stages.
@@ -23,7 +24,7 @@ read -r -a EXEC_STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list --executor
 read -r -a TORCHRUN_STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list --torchrun)"
 NPROC=${NPROC:-1}   # smoke_train ranks: NPROC=2 runs it with --nproc 2 (gloo on CPU, NCCL on GPUs; file rendezvous)
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
 CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=() WITHDRAW=() EXEC=() LOGL=()
 if [ "${1:-}" = withdraw ]; then WITHDRAW=(withdraw.py); shift; fi
 while [ $# -gt 0 ]; do
@@ -36,6 +37,7 @@ while [ $# -gt 0 ]; do
     --executor) EXEC+=(--executor "$2"); shift 2 ;;
     --ray-address) EXEC+=(--ray-address "$2"); shift 2 ;;
     --log-level) LOGL=(--log-level "$2"); shift 2 ;;
+    --strict) SETS+=(--set sampler.strict=true); shift ;;
     -h|--help) usage; exit 0 ;;
     *) if [ ${#WITHDRAW[@]} -gt 0 ]; then WITHDRAW+=("$1"); shift
        else echo "run_pipeline.sh: unknown argument '$1'" >&2; usage >&2; exit 2; fi ;;
@@ -53,6 +55,7 @@ case "${LOGL[1]:-INFO}" in
      exit 2 ;;
 esac
 
+t_setup=$(date +%s)
 bash scripts/ensure_venv.sh
 PY=.venv/bin/python
 # Every stage's config section is checked before any stage runs: a bad tokenizer.vocab_size must not
@@ -85,6 +88,22 @@ fi
 started=0
 [ -z "$FROM" ] && started=1
 t0=$(date +%s)
+current=""
+# Ctrl-C: one line and the command that resumes (the stage's own process prints one line too; finished
+# stages are kept and skipped by the rerun)
+on_interrupt() {
+  trap - INT
+  echo >&2
+  if [ -n "$current" ]; then
+    echo "run_pipeline.sh: interrupted during $current; nothing of it was committed. Resume with:" >&2
+    resume_hint "$current" >&2
+  else
+    echo "run_pipeline.sh: interrupted" >&2
+  fi
+  exit 130
+}
+trap on_interrupt INT
+export MINIDEEPSEEK_PIPELINE=1   # a stage interrupted by Ctrl-C leaves the one resume line to this script
 for stage in "${STAGES[@]}"; do
   [ "$stage" = "$FROM" ] && started=1
   if [ -n "$ONLY" ]; then [ "$stage" = "$ONLY" ] || continue
@@ -96,13 +115,22 @@ for stage in "${STAGES[@]}"; do
   if [[ " ${TORCHRUN_STAGES[*]} " =~ " $stage " ]] && [ "$NPROC" -gt 1 ]; then
     launch+=(--nproc "$NPROC")   # ranks meet through a private file store, not torchrun's TCP rendezvous
   fi
-  if ! "${launch[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"} ${LOGL[@]+"${LOGL[@]}"}; then
-    echo "run_pipeline.sh: stage $stage failed; fix the error above, then rerun from it:" >&2
-    resume_hint "$stage" >&2
-    exit 1
-  fi
+  current=$stage
+  rc=0
+  "${launch[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"} ${LOGL[@]+"${LOGL[@]}"} || rc=$?
+  case $rc in
+    0) ;;
+    130) on_interrupt ;;
+    3) echo "run_pipeline.sh: stage $stage missed its target (--strict); see the line above and its report" >&2
+       exit 3 ;;
+    *) echo "run_pipeline.sh: stage $stage failed; fix the error above, then rerun from it:" >&2
+       resume_hint "$stage" >&2
+       exit 1 ;;
+  esac
+  current=""
   echo "== $stage done in $(( $(date +%s) - ts )) s =="
 done
+t_end=$(date +%s)
 echo
-echo "pipeline finished in $(( $(date +%s) - t0 )) s"
+echo "pipeline finished in $(( t_end - t_setup )) s: setup and config check $(( t0 - t_setup )) s, stages $(( t_end - t0 )) s"
 "$PY" -m minideepseek.summary "$CONFIG" ${SETS[@]+"${SETS[@]}"}

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The test command: sets up .venv if needed, lints, runs the whole offline test suite.
-#   bash run_tests.sh            # everything (CI runs exactly this)
-#   bash run_tests.sh -m "not slow" -x   # extra args go to pytest
+# The test command: sets up .venv if needed, lints, runs the offline test suite.
+#   bash run_tests.sh                    # everything (CI runs exactly this)
+#   bash run_tests.sh -m "not slow"      # the fast subset: no end-to-end run on the demo corpus
+#   bash run_tests.sh tests/test_first_hour.py -x   # extra arguments go to pytest
 set -euo pipefail
 cd "$(dirname "$0")"
+case "${1:-}" in
+  -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; echo "pytest's own options: bash run_tests.sh --pytest-help"; exit 0 ;;
+  --pytest-help) shift; set -- --help "$@" ;;
+esac
 bash scripts/ensure_venv.sh
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"

@@ -1,9 +1,9 @@
 """Stage 5: train a small decoder-only transformer on the packed shards; loss, tokens/s, decodes.
 
-    python smoke_train.py --config configs/demo.yaml                  # one process (CPU or one GPU)
-    python smoke_train.py --config configs/demo.yaml --nproc 2        # 2 ranks, gloo on CPU
-    python smoke_train.py --config configs/gpu_8x.yaml --nproc 8      # 8 ranks, NCCL on cuda:0-7, bf16
-    python smoke_train.py --config configs/demo.yaml --set train.max_steps=50 --set train.doc_mask=false
+    .venv/bin/python smoke_train.py --config configs/demo.yaml                  # one process (CPU or one GPU)
+    .venv/bin/python smoke_train.py --config configs/demo.yaml --nproc 2        # 2 ranks, gloo on CPU
+    .venv/bin/python smoke_train.py --config configs/gpu_8x.yaml --nproc 8      # 8 ranks, NCCL on cuda:0-7, bf16
+    .venv/bin/python smoke_train.py --config configs/demo.yaml --set train.max_steps=50 --set train.doc_mask=false
 
 --nproc N starts N ranks on this machine with no network rendezvous: they meet through a file store
 in a private temp dir and their collectives use loopback only (minideepseek/train/launch.py; no port

@@ -1,8 +1,8 @@
 r"""Stage 3: train a ~150K lossless byte-level BPE (no normalizer, DeepSeek-V3 pre-split, ByteLevel)
 on a stratified sample of mixed_dedup.
 
-    python train_tokenizer.py --config configs/demo.yaml
-    python train_tokenizer.py --config configs/demo.yaml --set tokenizer.vocab_size=128000 \
+    .venv/bin/python train_tokenizer.py --config configs/demo.yaml
+    .venv/bin/python train_tokenizer.py --config configs/demo.yaml --set tokenizer.vocab_size=128000 \
         --set tokenizer.normalizer=nfkc --set tokenizer.pre_tokenizer=bytelevel
 
 Writes data/<run>/tokenizer/ (tokenizer.json, tokenizer_config.json, special_tokens_map.json,

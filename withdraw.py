@@ -1,11 +1,11 @@
 """Withdraw documents from a finished run: every stage's artifacts, down to the packed token blocks.
 
-    python withdraw.py --id fineweb_edu/0123456789abcdef --who "legal@example.org" --why "takedown #12"
-    python withdraw.py --url 'https://docs.python.org/3.11/library/*' --why "license change"
-    python withdraw.py --text "a distinctive passage of at least twenty characters"
-    python withdraw.py --hash "$(python -m minideepseek.tickets hash page.txt)" --dry-run   # show only
-    python withdraw.py --source arxiv --set withdraw.max_docs=1000
-    python withdraw.py --resume                                              # finish an interrupted one
+    .venv/bin/python withdraw.py --id fineweb_edu/0123456789abcdef --who "legal@example.org" --why "takedown #12"
+    .venv/bin/python withdraw.py --url 'https://docs.python.org/3.11/library/*' --why "license change"
+    .venv/bin/python withdraw.py --text "a distinctive passage of at least twenty characters"
+    .venv/bin/python withdraw.py --hash "$(.venv/bin/python -m minideepseek.tickets hash page.txt)" --dry-run   # show only
+    .venv/bin/python withdraw.py --source arxiv --set withdraw.max_docs=1000
+    .venv/bin/python withdraw.py --resume                                              # finish an interrupted one
     bash run_pipeline.sh withdraw --id ...                                   # then rerun what went stale
 
 Selectors combine (any match withdraws). The request is logged in data/<run>/deletion_requests.jsonl
@@ -39,7 +39,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("withdraw.py", __doc__ or "")
+    p = stage_parser("withdraw.py", __doc__ or "", force=False)  # a withdrawal edits artifacts: nothing to force
     g = p.add_argument_group("what to withdraw (repeatable, combined with OR)")
     g.add_argument("--id", action="append", help="document id (its upsampled #eK copies follow)")
     g.add_argument("--url", action="append", help="url/origin, exact; a trailing * makes it a prefix")
@@ -59,8 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
-    if args.force:
-        p.error("--force does not apply to withdraw.py")
     setup_logging(args.log_level)
     rc = {"rc": 0}
 

@@ -59,7 +59,7 @@ from minideepseek.demo_corpus.build import DOMAINS, MANIFEST, build_demo_corpus 
 from minideepseek.fsio import sha256_file  # noqa: E402
 
 SCRIPTS = {a: pipeline.stage(a).script for a in STAGES}
-PUBLISH = ROOT / "reports" / "scale"
+PUBLISH = ROOT / "reports" / "examples" / "scale"  # the committed example (--publish only)
 WEIGHTS = {"web_en": 0.40, "code": 0.25, "math": 0.15, "academic": 0.10, "zh": 0.10}  # configs/demo.yaml
 PILOT_DOCS = 400  # recombined documents per domain whose stage-1 yield sizes the corpus
 SLACK = 1.12  # corpus above the pilot's estimate: the pilot's yield varies by a few % between draws
@@ -359,6 +359,9 @@ def main() -> int:
     p.add_argument("--resume", action="store_true",
                    help="keep the stages a killed call already measured (their <stage>.measured.json and "
                         "artifact) and run the rest: a 1B size can span sessions")
+    p.add_argument("--publish", action="store_true",
+                   help=f"also write the results to {PUBLISH.relative_to(ROOT)} (the committed example the docs' "
+                        "scale figures are generated from); without it only bench/out/scale is written")
     args = p.parse_args()
     out = ROOT / "bench" / "out" / "scale"
     old = out / "results.json"  # sizes measured by an earlier call are kept (one size per call is fine)
@@ -366,9 +369,9 @@ def main() -> int:
     for n in [] if args.refit else [float(x) for x in args.sizes.split(",")]:
         results = sorted([r for r in results if r["target_tokens"] != n] + [measure_size(n, args)],
                          key=lambda r: r["target_tokens"])
-        write_results(out, results)
+        write_results(out, results, args.publish)
     if args.refit:
-        write_results(out, results)
+        write_results(out, results, args.publish)
     print((out / "results.md").read_text())
     return 0
 
@@ -383,12 +386,12 @@ def _backfill_commits(out: Path, results: list[dict[str, Any]]) -> None:
                 st["git_commit"] = json.loads(man.read_text()).get("git_commit")
 
 
-def write_results(out: Path, results: list[dict[str, Any]]) -> None:
-    """results.json, fit.json and results.md into ``out`` and, as the committed example that the
-    README's scale figures are generated from (``python -m minideepseek.readme_figures``), ``reports/scale``."""
+def write_results(out: Path, results: list[dict[str, Any]], publish: bool = False) -> None:
+    """results.json, fit.json and results.md into ``out`` and, with ``publish``, into the committed example
+    that the docs' scale figures are generated from (``python -m minideepseek.readme_figures``), ``PUBLISH``."""
     _backfill_commits(out, results)
     fits = fit(results)
-    for d in (out, PUBLISH):
+    for d in (out, PUBLISH) if publish else (out,):
         d.mkdir(parents=True, exist_ok=True)
         (d / "results.json").write_text(json.dumps(results, indent=1) + "\n")
         (d / "fit.json").write_text(json.dumps({"sizes": [r["target_tokens"] for r in results], "fit": fits},

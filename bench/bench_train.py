@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from minideepseek.train.heap import keep_heap  # noqa: E402
 from minideepseek.train.loss import chunked_lm_loss, full_lm_loss  # noqa: E402
 from minideepseek.train.model import GPT, ModelConfig  # noqa: E402
-from minideepseek.train.trainer import keep_heap  # noqa: E402
 
 
 def mask_cost(a: argparse.Namespace) -> dict:

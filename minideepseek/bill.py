@@ -3,7 +3,7 @@
 Everything comes from the run's own manifests and reports (``data/<run>/<artifact>/manifest.json``,
 ``reports/<run>/*.json``): per stage wall, peak RSS, CPUs, output bytes, and the funnel (filter keep
 rate, dedup keep rate, our tokens per DeepSeek token, tokenizer sample share). The model, every
-assumption of which is a CLI option (``python report.py bill RUN --help``):
+assumption of which is a CLI option (``.venv/bin/python report.py bill RUN --help``):
 
 * **Work units.** Stage 1 reads raw documents (``target / ours_per_ds / dedup_keep / filter_keep``
   DeepSeek tokens), stage 2 sees the sampled tokens (``target / ours_per_ds / dedup_keep``), stage 3
@@ -15,10 +15,14 @@ assumption of which is a CLI option (``python report.py bill RUN --help``):
   ``--exponent stage=x``; with a scale-bench fit (``--scale-fit``), ``fixed + marginal x units`` from
   the bench's sizes (its log-log exponents are bent below 1 by fixed costs at small sizes).
   Wall on N cores = CPU-s / (N x parallel_efficiency).
-* **Memory.** ``base + slope x units`` per stage: the run's RSS above ``--base-rss-mb`` grows with
-  the units (stage 1 holds a local source's records, stage 2 the signatures, stage 3 the BPE trainer's
-  word counts) except stage 4, which streams (bench_pack: the same RSS at 1x and 10x the demo); a
-  scale-bench fit replaces this with measured slopes.
+* **Memory.** Stages that stream stay flat at the run's peak RSS: stage 1 (its sources are spooled to
+  disk, 8 bytes of memory per record: RSS exponent 0.04 over 10M-1B in the committed scale fit) and
+  stage 4 (bench_pack: the same RSS at 1x and 10x the demo). Stages 2 and 3 grow: ``base + slope x
+  units``, the run's RSS above ``--base-rss-mb`` scaled with the units (stage 2 holds the signatures,
+  stage 3 the BPE trainer's word counts of its sample). A scale-bench fit (``--scale-fit``, by default
+  the committed ``reports/examples/scale/fit.json``) gives stages 2-3 measured fixed + marginal MB, and the
+  flat stages the larger of the run's peak and the fit's fixed part. Stage 3's sample stops growing at the
+  run's ``tokenizer.max_train_chars``.
 * **Storage.** Bytes per token of each artifact as the run wrote them; packed also at the bare
   4 bytes/token (uint32) floor.
 
@@ -58,7 +62,7 @@ class BillAssumptions:
     tokenizer_sample_ratio: float | None = None
     tokenizer_sample_cap_tokens: float | None = None  # a fixed-size tokenizer sample (None: no cap)
     exponents: dict[str, float] = field(default_factory=dict)  # per stage; default 1.0 or the fit's
-    mem_streaming: tuple[str, ...] = ("packed",)  # stages whose memory does not grow
+    mem_streaming: tuple[str, ...] = (pipeline.MIXED_RAW, pipeline.PACKED)  # stages whose memory does not grow
 
     def __post_init__(self) -> None:
         for k in self.exponents:
@@ -102,6 +106,8 @@ def run_facts(report_dir: Path, data_dir: Path | None) -> dict[str, Any]:
     chars_sampled = float(sum(v.get("chars", 0) for v in per_source.values()))
     train_chars = float(man["tokenizer"].get("counters", {}).get("train_chars") or 0)
     dedup_chars = chars_sampled * dedup_keep
+    # stage 3 reads at most tokenizer.max_train_chars (0 = no ceiling): its sample stops growing there
+    cap_chars = float(((man["tokenizer"].get("config") or {}).get("tokenizer") or {}).get("max_train_chars") or 0)
     return {
         "stages": stages, "ds_tokens_sampled": ds_tokens, "docs_sampled": dedup.get("docs_in"),
         "docs_evaluated": ft.get("evaluated"), "filter_keep": filter_keep, "dedup_keep": dedup_keep,
@@ -109,6 +115,7 @@ def run_facts(report_dir: Path, data_dir: Path | None) -> dict[str, Any]:
         "tokenizer_sample_ratio": train_chars / dedup_chars if dedup_chars else 1.0,
         "chars_sampled": chars_sampled, "num_perm": (dedup.get("params") or {}).get("num_perm", 128),
         "packed_bytes": stages["packed"]["bytes"] or (pack.get("shards") or {}).get("total_bytes"),
+        "tokenizer_cap_tokens": cap_chars * ds_tokens / chars_sampled if cap_chars and chars_sampled else None,
     }
 
 
@@ -119,8 +126,9 @@ def _units(f: dict[str, Any], a: BillAssumptions, packed_tokens: float) -> dict[
     dk = a.dedup_keep or f["dedup_keep"]
     sampled = packed_tokens / ours_per_ds / dk
     sample = (a.tokenizer_sample_ratio or f["tokenizer_sample_ratio"]) * sampled * dk
-    if a.tokenizer_sample_cap_tokens:
-        sample = min(sample, a.tokenizer_sample_cap_tokens)
+    cap = a.tokenizer_sample_cap_tokens or f.get("tokenizer_cap_tokens")
+    if cap:
+        sample = min(sample, cap)
     return {pipeline.MIXED_RAW: sampled / fk, pipeline.MIXED_DEDUP: sampled, pipeline.TOKENIZER: sample,
             pipeline.PACKED: packed_tokens}
 
@@ -144,10 +152,10 @@ def project(f: dict[str, Any], a: BillAssumptions, fit: dict[str, Any] | None = 
             cl = (fit.get(s) or {}).get("cpu_linear")  # [fixed CPU-s, CPU-s per unit]: the marginal cost
             cpu = cl[0] + cl[1] * u[s] if cl and s not in a.exponents else cpu_run * (u[s] / base[s]) ** e
             mf = (fit.get(s) or {}).get("rss_linear")  # [intercept_mb, mb_per_unit]
-            if mf:
+            if s in a.mem_streaming:  # flat: the run's peak, or the fit's fixed part where that is larger
+                rss = max(st["peak_rss_mb"], mf[0] if mf else 0.0)
+            elif mf:
                 rss = mf[0] + mf[1] * u[s]
-            elif s in a.mem_streaming:
-                rss = st["peak_rss_mb"]
             else:
                 rss = a.base_rss_mb + max(st["peak_rss_mb"] - a.base_rss_mb, 0) * u[s] / base[s]
             stages[s] = {"units": u[s], "core_h": cpu / 3600, "rss_gb": rss / 1024, "exponent": e,
@@ -201,6 +209,14 @@ def _t(x: float) -> str:
 _FIT = "CPU-s and RSS = fixed + marginal x units from the scale-bench fit"
 
 
+def _fit_sentence(b: dict[str, Any]) -> str:
+    """Which model the projection used, so a reader knows where each figure comes from."""
+    if b["fit"]:
+        return _FIT + (f" (`{b['fit_file']}`)" if b.get("fit_file") else "")
+    return ("no scale fit: CPU-s grown with exponents 1.0 unless set; memory flat for the streaming stages "
+            "(1 and 4) and linear in the units for stages 2-3")
+
+
 def markdown(b: dict[str, Any], run: str) -> str:
     f, a = b["facts"], b["assumptions"]
     cores = a["cores"]
@@ -209,7 +225,7 @@ def markdown(b: dict[str, Any], run: str) -> str:
              f"ours packed; filter keep {100 * f['filter_keep']:.1f}% of {f['docs_evaluated'] or 0:,} documents, dedup keep "
              f"{100 * f['dedup_keep']:.2f}%, tokenizer sample {100 * f['tokenizer_sample_ratio']:.0f}% of the text. "
              f"Time from {'measured CPU-seconds (scale bench)' if b['measured'] else 'wall x CPUs x cpu_util'}; growth "
-             f"{_FIT if b['fit'] else 'exponents linear (1.0) unless set'}. "
+             f"{_fit_sentence(b)}. "
              f"Assumptions: "
              f"`{json.dumps({k: v for k, v in a.items() if v not in (None, {}, ())})}`.", "",
              "| stage | run wall s | run peak RSS MB | " + " | ".join(f"{_t(r['target_tokens'])}: core-h / RSS"

@@ -1,4 +1,4 @@
-"""``python report.py bill RUN``: the options of the data bill (``bill.py``) and its writer."""
+"""``.venv/bin/python report.py bill RUN``: the options of the data bill (``bill.py``) and its writer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from .bill import STAGES, TARGETS, BillAssumptions, markdown, project, run_facts
+from .config import ConfigError
 from .fsio import write_json_atomic, write_text_atomic
+
+DEFAULT_FIT = Path("reports") / "examples" / "scale" / "fit.json"  # the committed scale bench (docs/scale.md)
 
 
 def add_bill_parser(sub: Any, add_common: Any) -> None:
@@ -28,8 +31,9 @@ def add_bill_parser(sub: Any, add_common: Any) -> None:
     b.add_argument("--tokenizer-sample-cap-tokens", type=float, help="cap the tokenizer sample (tokens)")
     b.add_argument("--exponent", action="append", default=[], metavar="STAGE=X",
                    help=f"time growth exponent of a stage ({', '.join(STAGES)}); default 1 or the fit's")
-    b.add_argument("--scale-fit", metavar="FILE", help="bench/out/scale/fit.json from bench/bench_scale.py: "
-                   "measured exponents, memory slopes and CPU-seconds")
+    b.add_argument("--scale-fit", metavar="FILE", default=str(DEFAULT_FIT),
+                   help=f"fit.json of bench/bench_scale.py (measured fixed + marginal CPU-s and MB per stage); default "
+                        f"the committed {DEFAULT_FIT}, 'none' for the run's own figures scaled linearly")
     add_common(b, sub=True)
 
 
@@ -43,23 +47,41 @@ def bill_main(args: argparse.Namespace, report_dir: Path, data_dir: Path | None)
                         base_rss_mb=args.base_rss_mb, filter_keep=args.filter_keep, dedup_keep=args.dedup_keep,
                         tokenizer_sample_ratio=args.tokenizer_sample_ratio,
                         tokenizer_sample_cap_tokens=args.tokenizer_sample_cap_tokens, exponents=exps)
-    fit = measured = None
-    if args.scale_fit:
-        doc = json.loads(Path(args.scale_fit).read_text(encoding="utf-8"))
-        fit = doc.get("fit")
-        res = Path(args.scale_fit).with_name("results.json")  # the bench's own runs: measured CPU-s
-        for r in json.loads(res.read_text(encoding="utf-8")) if res.is_file() else []:
-            if f"scale_{int(r['target_tokens'])}" == args.run:
-                measured = r["stages"]
-    out = write_bill(args.run, report_dir, data_dir, a, Path(args.out) if args.out else report_dir, fit, measured)
-    print(f"bill: {out}")
+    fit, measured, fit_path = load_fit(args.scale_fit, args.run)
+    out = write_bill(args.run, report_dir, data_dir, a, Path(args.out) if args.out else report_dir, fit, measured,
+                     fit_path)
+    print(f"bill: {out}" + (f" (scale fit: {fit_path})" if fit_path
+                            else " (no scale fit: the run's figures scaled linearly)"))
     return 0
 
 
+def load_fit(path: str | None, run: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
+    """(fit, this run's measured stages if it is a scale-bench run, the file used) from ``--scale-fit``;
+    a missing or unreadable file is a ConfigError naming it (one line, exit 2)."""
+    if not path or path.lower() == "none":
+        return None, None, None
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"--scale-fit {path}: no such file; the committed fit is {DEFAULT_FIT} (bench/bench_scale.py "
+                          f"--publish writes it), or pass --scale-fit none")
+    try:
+        fit = json.loads(p.read_text(encoding="utf-8"))["fit"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"--scale-fit {path}: not a bench_scale fit.json ({type(exc).__name__}: {exc})") from None
+    measured = None
+    res = p.with_name("results.json")  # the bench's own runs: measured CPU-s
+    for r in json.loads(res.read_text(encoding="utf-8")) if res.is_file() else []:
+        if f"scale_{int(r['target_tokens'])}" == run:
+            measured = r["stages"]
+    return fit, measured, path
+
+
 def write_bill(run: str, report_dir: Path, data_dir: Path | None, a: BillAssumptions, out: Path,
-               fit: dict[str, Any] | None = None, measured: dict[str, Any] | None = None) -> Path:
+               fit: dict[str, Any] | None = None, measured: dict[str, Any] | None = None,
+               fit_path: str | None = None) -> Path:
     """``cost.md`` and ``cost.json`` in ``out`` for the run's reports (and manifests under ``data_dir``)."""
     bill = project(run_facts(report_dir, data_dir), a, fit, measured)
+    bill["fit_file"] = fit_path
     write_text_atomic(out / "cost.md", markdown(bill, run))
     write_json_atomic(out / "cost.json", bill)
     return out / "cost.md"

@@ -21,13 +21,23 @@ _ENV_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUO
                errno.EMFILE, errno.ENAMETOOLONG}
 
 
-def stage_parser(prog: str, description: str) -> argparse.ArgumentParser:
+class StrictFailure(RuntimeError):
+    """A stage finished and wrote its artifact, but a target the config made binding (``sampler.strict``)
+    was missed: exit 3, so run_pipeline.sh stops before the next stage."""
+
+
+EXIT_STRICT = 3
+
+
+def stage_parser(prog: str, description: str, force: bool = True) -> argparse.ArgumentParser:
+    """--config/--set/--log-level, and --force for a script that builds an artifact (``force``)."""
     p = argparse.ArgumentParser(prog=prog, description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=DEFAULT_CONFIG, help=f"YAML config (default: {DEFAULT_CONFIG})")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set sampler.target_docs=2000 (repeatable)")
-    p.add_argument("--force", action="store_true", help="rebuild even if the artifact is up to date")
+    if force:
+        p.add_argument("--force", action="store_true", help="rebuild even if the artifact is up to date")
     p.add_argument("--log-level", default=os.environ.get("MINIDEEPSEEK_LOG", "INFO"), metavar="LEVEL",
                    help=f"logging level: {', '.join(LOG_LEVELS)} (default: INFO or $MINIDEEPSEEK_LOG)")
     return p
@@ -70,6 +80,10 @@ def stage_script(name: str, doc: str | None) -> tuple[Any, Any]:
         cfg, man = run_stage(args, name, lambda cfg, up, ex: pipeline.entry(spec)(
             cfg, up, args.config, force=args.force, executor=ex))
         print(pipeline.summary_line(spec)(cfg, man))
+        gate = pipeline.strict_gate(spec)
+        why = gate(cfg, man) if gate is not None else None
+        if why:
+            raise StrictFailure(why)
 
     def build_parser() -> argparse.ArgumentParser:
         return build_stage_parser(f"{name}.py", doc or "")
@@ -118,8 +132,25 @@ def setup_logging(level: str = "INFO") -> None:
         print(f"error: --log-level {level!r} is not a logging level; use one of {', '.join(LOG_LEVELS)}",
               file=sys.stderr)
         raise SystemExit(2)
-    logging.basicConfig(level=name, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S", stream=sys.stderr, force=True)
+    handler = _BarAwareHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"))
+    logging.basicConfig(level=name, handlers=[handler], force=True)
+
+
+class _BarAwareHandler(logging.StreamHandler):
+    """Log lines printed *above* a running tqdm bar (``tqdm.write``), not glued onto the bar's line: a
+    WARNING in the middle of stage 1's sampling bar was easy to miss."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            if getattr(tqdm, "_instances", None):
+                tqdm.write(self.format(record), file=self.stream)
+                return
+        except Exception:  # noqa: BLE001 - logging must never fail because of the bar
+            pass
+        super().emit(record)
 
 
 def run_cli(fn, args: argparse.Namespace, validate: bool = True) -> int:  # type: ignore[no-untyped-def]
@@ -139,6 +170,12 @@ def run_cli(fn, args: argparse.Namespace, validate: bool = True) -> int:  # type
         runlock.release_keys(runlock.held_now() - locks)  # the run locks this command took
 
 
+def inv_script(args: argparse.Namespace) -> str | None:
+    """The script this process runs (``mix_sampler.py``), for the interrupt hint; None for non-stage tools."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name if name.endswith(".py") and getattr(args, "config", None) else None
+
+
 def _run_cli(fn, args: argparse.Namespace, validate: bool) -> int:  # type: ignore[no-untyped-def]
     try:
         if validate and getattr(args, "config", None):
@@ -151,6 +188,20 @@ def _run_cli(fn, args: argparse.Namespace, validate: bool) -> int:  # type: igno
         # line, control characters escaped: a message quotes paths and values from files and configs
         print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 2
+    except StrictFailure as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_STRICT
+    except KeyboardInterrupt:
+        # one line, not a traceback: the stage wrote nothing that looks complete (its tmp dir is removed by
+        # the next run), and the same command resumes; run_pipeline.sh prints its own resume line
+        from .invocation import current, stage_command
+
+        if not os.environ.get("MINIDEEPSEEK_PIPELINE"):  # under run_pipeline.sh, its own line says it
+            inv = current()
+            again = stage_command(f"{inv_script(args)}", inv) if inv and inv_script(args) else "the same command"
+            print(f"\ninterrupted: nothing was committed for this stage; rerun `{again}` to start it again "
+                  "(finished stages are kept and skipped)", file=sys.stderr)
+        return 130
     except OSError as exc:
         if exc.errno not in _ENV_ERRNOS:
             raise

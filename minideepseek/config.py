@@ -115,6 +115,14 @@ def build(cls: type[T], data: Any, where: str) -> T:
         raise ConfigError(f"{where}: {exc}") from exc
 
 
+def _describe(tp: Any) -> str:
+    """A type as the error message names it (``an integer``, ``one of ['all']``)."""
+    if get_origin(tp) is typing.Literal:
+        return f"one of {list(get_args(tp))}"
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+    return names.get(tp, "a list" if get_origin(tp) in (tuple, list) else getattr(tp, "__name__", str(tp)))
+
+
 def _coerce(tp: Any, value: Any, where: str) -> Any:
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
@@ -127,7 +135,9 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
                 return _coerce(arg, value, where)
             except ConfigError as exc:
                 errors.append(str(exc))
-        raise ConfigError(errors[0])
+        if len(errors) == 1:
+            raise ConfigError(errors[0])
+        raise ConfigError(f"{where} = {value!r}: expected " + " or ".join(_describe(a) for a in args))
     if origin is typing.Literal:
         allowed = get_args(tp)
         if value not in allowed:

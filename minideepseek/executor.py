@@ -53,6 +53,14 @@ class ExecutorSpec:
             raise ConfigError("--ray-address needs --executor ray")
 
 
+def ignore_sigint() -> None:
+    """Pool workers leave Ctrl-C to the parent: the terminal sends SIGINT to the whole process group, and
+    each worker would otherwise print its own KeyboardInterrupt traceback before the parent's one line."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class LocalExecutor:
     kind = "local"
 
@@ -61,7 +69,8 @@ class LocalExecutor:
         clean (no inherited tokenizer threads, no copied source lists)."""
         if workers <= 1:
             return None
-        return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("forkserver"))
+        return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("forkserver"),
+                                   initializer=ignore_sigint)
 
     def map(self, fn: Callable[[Any], Any], args: Iterable[Any], workers: int = 1, window: int = 0) -> Iterator[Any]:
         """``fn`` over ``args`` in order (at most ``window`` in flight; 0 = 2 x workers)."""

@@ -5,11 +5,23 @@ to another run."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from . import pipeline
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def venv_python() -> str:
+    """The interpreter a hint should name: the checkout's ``.venv/bin/python`` when it exists (what the README's
+    commands create; a bare ``python`` there lacks the packages), else ``python``."""
+    venv = os.path.join(_ROOT, ".venv", "bin", "python")
+    if not os.path.exists(venv):
+        return "python"
+    return ".venv/bin/python" if os.path.abspath(os.getcwd()) == _ROOT else venv
 
 
 def _cpu_stages() -> tuple[str, ...]:
@@ -59,10 +71,11 @@ def _common(inv: Invocation, stage: str) -> list[str]:
 
 
 def stage_command(script: str, inv: Invocation | None = None) -> str:
-    """``python <script> --config C --set k=v ... [--executor ray]`` for the remembered invocation."""
+    """``.venv/bin/python <script> --config C --set k=v ... [--executor ray]`` for the remembered invocation
+    (the checkout's venv interpreter when it exists: a pasted bare ``python`` lacks the packages)."""
     inv = inv or _CURRENT or Invocation(config="CONFIG")
     stage = script.removesuffix(".py")
-    return shlex.join(["python", script, *_common(inv, stage)])
+    return shlex.join([venv_python(), script, *_common(inv, stage)])
 
 
 def pipeline_command(stage: str, inv: Invocation | None = None) -> str:

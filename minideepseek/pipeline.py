@@ -1,13 +1,13 @@
 """The pipeline's shape, written once: every stage's name, script, package, artifact, upstream artifacts,
 config class, report files and deletion hook.
 
-``run_pipeline.sh`` (``python -m minideepseek.pipeline list``), the summary, the dashboard, withdrawal,
+``run_pipeline.sh`` (``.venv/bin/python -m minideepseek.pipeline list``), the summary, the dashboard, withdrawal,
 validation and the README's layout table read this table; nothing else spells out the stage list.
 This module imports no stage package (config classes and hooks are named by ``module:attr`` strings,
 imported on use), so every layer may import it.
 
-    python -m minideepseek.pipeline list        # stage names in run order (run_pipeline.sh; --executor, --torchrun)
-    python -m minideepseek.pipeline table       # the newcomer's table (README "Layout")
+    .venv/bin/python -m minideepseek.pipeline list     # stage names in run order (run_pipeline.sh; --executor, --torchrun)
+    .venv/bin/python -m minideepseek.pipeline table       # the newcomer's table (README "Layout")
 """
 
 from __future__ import annotations
@@ -102,6 +102,15 @@ def entry(spec: StageSpec) -> Any:
 def summary_line(spec: StageSpec) -> Any:
     """``summary_line(cfg, manifest)`` of the stage's package: what its script prints when done."""
     return _ref(f"minideepseek.{spec.package}.stage:summary_line")
+
+
+def strict_gate(spec: StageSpec) -> Any:
+    """``strict_failure(cfg, manifest) -> str | None`` of the stage's package, if it has one: a missed target
+    that the config made binding (stage 1's ``sampler.strict``)."""
+    try:
+        return _ref(f"minideepseek.{spec.package}.stage:strict_failure")
+    except AttributeError:
+        return None
 
 
 def hook(spec: StageSpec) -> Any:
@@ -213,7 +222,7 @@ def layout_table() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m minideepseek.pipeline", description=__doc__,
+    p = argparse.ArgumentParser(prog=".venv/bin/python -m minideepseek.pipeline", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=["list", "artifacts", "table"])
     p.add_argument("--executor", action="store_true", help="list: only the stages that take --executor")

@@ -1,8 +1,12 @@
-"""Regenerate the README's measured figures from one run's reports, so they cannot drift from them.
+"""Regenerate the measured figures of README.md and docs/*.md from the committed example reports, so
+they cannot drift from them.
 
-    python -m minideepseek.readme_figures                 # rewrite README.md from reports/demo
-    python -m minideepseek.readme_figures --check         # exit 1 (and show the diff) if README.md differs
-    python -m minideepseek.readme_figures --run demo --reports-dir reports --readme README.md
+    .venv/bin/python -m minideepseek.readme_figures            # rewrite README.md + docs/*.md from reports/examples/demo
+    .venv/bin/python -m minideepseek.readme_figures --check    # exit 1 (and show the diff) if a file differs
+    .venv/bin/python -m minideepseek.readme_figures --run demo --reports-dir reports/examples --readme README.md
+
+``scripts/regen_examples.sh`` makes the examples from one fresh run and then calls this; a user's own
+runs (``reports/<run>/``) are never read unless named with ``--reports-dir``.
 
 The README marks each generated region:
 
@@ -12,10 +16,10 @@ The README marks each generated region:
 
 and NAME says what goes there (``BLOCKS`` below; ``NAME@RUN`` takes another run's reports, e.g. the
 withdrawal example's own run). Everything is read from the run's JSON reports
-(``reports/<run>/*.json``; stage wall times and peak RSS from ``summary.json``, which copies them from
-the stage manifests), never typed in. A key that a report no longer has stops the script with the file
-and the key path, rather than printing a stale or empty figure. ``tests/test_readme_figures.py`` fails
-when the committed README differs from what the committed example reports give.
+(``reports/examples/<run>/*.json``; stage wall times and peak RSS from ``summary.json``, which copies
+them from the stage manifests), never typed in. A key that a report no longer has stops the script with
+the file and the key path, rather than printing a stale or empty figure. ``tests/test_readme_figures.py``
+fails when a committed page differs from what the committed example reports give.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import pipeline
+from .invocation import venv_python
 
 MARKER = re.compile(r"<!-- figures:(?P<name>[\w.@-]+) -->\n(?P<body>.*?)<!-- /figures:(?P=name) -->", re.S)
 
@@ -159,6 +164,40 @@ def demo_table(r: Reports) -> str:
     return "\n".join(out) + "\n"
 
 
+def headline(r: Reports) -> str:
+    """The README's one table: per stage what came out, its wall time and peak RSS (the depth is in
+    docs/stages.md's ``demo`` table)."""
+    s1, s2, s3, s4, s5 = (r.stage(a) for a in pipeline.artifacts())
+    tot = r.get("source_mix", "totals")
+    dd = r.doc("dedup_report")
+    te = r.doc("tokenizer_eval")
+    per = r.get("tokenizer_eval", "per_source")
+    zh = next((v for v in per.values() if v["ours"]["domain"] == "chinese"), None)
+    pk = r.doc("packing_report")
+    st = r.doc("smoke_train")
+    passed = "PASS" if r.get("smoke_train", "criteria", "passed") else "FAIL"
+    rows = [
+        (s1, f"{tot['docs']:,} documents, {tot['tokens'] / 1e6:.1f}M DeepSeek tokens in the recipe's shares (max "
+             f"deviation {tot['max_abs_deviation_pp']:.2f} pp); {tot['rejects']:,} invalid records and "
+             f"{tot['filtered']:,} filtered documents counted, none lost"),
+        (s2, f"{dd['docs_in']:,} -> {dd['docs_out']:,} documents ({_pct(dd['dup_rate'], 2)} duplicates across "
+             f"sources), {r.get('contamination_report', 'hits'):,} benchmark hit(s) removed"),
+        (s3, f"{te['vocab_size_final']:,}-token BPE; lossless on {r.get('tokenizer_eval', 'round_trip', 'ours', 'ok'):,} "
+             "held-out documents" + (f"; Chinese {zh['ours']['tokens_per_char']:.3f} tokens/char vs DeepSeek-V3's "
+                                     f"{zh['deepseek_v3']['tokens_per_char']:.3f}" if zh else "")),
+        (s4, f"{pk['blocks']:,} blocks of {pk['seq_len']:,} tokens, {_pct(pk['packing_efficiency'], 2)} packed, "
+             f"{r.get('packing_report', 'shards', 'count')} `.arrow` shards"),
+        (s5, f"{st['steps']['last']} steps on {st['device']}: loss {st['loss']['first']:.2f} -> {st['loss']['last']:.2f}, "
+             f"validation {st['val']['first']:.2f} -> {st['val']['last']:.2f}; {passed}"),
+    ]
+    out = [f"| stage | run `{r.get('summary', 'run')}` (seed {r.get('summary', 'seed')}) | wall | peak RSS |",
+           "|---|---|---:|---:|"]
+    out += [f"| `{s['script']}` | {text} | {_s(s['wall_s'])} | {s['peak_rss_mb'] / 1024:.1f} GB |" for s, text in rows]
+    total = sum(s["wall_s"] for s in (s1, s2, s3, s4, s5))
+    out.append(f"| all five | | {_s(total)} | |")
+    return "\n".join(out) + "\n"
+
+
 def stage_times(r: Reports) -> str:
     """One line: each stage's wall time from the run's manifests (via summary.json)."""
     parts = [f"{s['script']} {_s(s['wall_s'])}" for s in r.get("summary", "stages") if s.get("wall_s") is not None]
@@ -170,8 +209,8 @@ def withdrawal(r: Reports) -> str:
     """The withdrawal example: every ticket's impact note (``withdrawals/<ticket>.json``) of its own run."""
     notes = sorted(r.dir.glob("withdrawals/*.json"))
     if not notes:
-        return (f"No withdrawal example is committed in this checkout (`reports/{r.dir.name}/withdrawals/` is empty): the "
-                f"commands above with `--set run.name={r.dir.name}` produce it.\n")
+        return (f"No withdrawal example is committed in this checkout (`{shown(r.dir)}/withdrawals/` is empty): "
+                f"`scripts/regen_examples.sh` produces it.\n")
     out = []
     for path in notes:
         w = r.get(f"withdrawals/{path.stem}")
@@ -183,7 +222,7 @@ def withdrawal(r: Reports) -> str:
         v = w["verification"]
         checked = v["checked"]
         out.append(
-            f"Ticket `{w['ticket']}` (`reports/{r.dir.name}/release_note.md`): {len(w['docs'])} documents -> "
+            f"Ticket `{w['ticket']}` (`{shown(r.dir)}/release_note.md`): {len(w['docs'])} documents -> "
             f"{rp['touched_blocks']} blocks touched in {len(blocks)} of the {len(shards)} shards, the other {same} "
             f"shards byte-identical; {rp['removed_tokens']:,} tokens removed, {rp['moved_tokens']:,} tokens of other "
             f"documents re-packed into {rp['new_blocks']} blocks with {rp['pad_tokens']:,} pad tokens "
@@ -199,14 +238,15 @@ def withdrawal(r: Reports) -> str:
 
 
 def dashboard(r: Reports) -> str:
-    """The committed dashboard's comparison (``reports/dashboard.json``, written by ``report.py compare``):
+    """The committed dashboard's comparison (``reports/examples/dashboard.json``, written by ``report.py compare``):
     which runs, and every drift flag it raised."""
     d = Reports(r.dir.parent)
     runs = [x["name"] for x in d.get("dashboard", "runs")]
     flags = d.get("dashboard", "flags")
     if len(runs) != 2 or flags is None:
-        return f"`reports/dashboard.json` shows one run ({', '.join(runs)}): no comparison to report.\n"
-    head = (f"Measured (`reports/dashboard.md`, `reports/dashboard.png`): `{runs[0]}` vs `{runs[1]}`, "
+        return f"`{shown(d.dir)}/dashboard.json` shows one run ({', '.join(runs)}): no comparison to report.\n"
+    files = [f"`{shown(d.dir)}/dashboard.{x}`" for x in ("md", "png") if (d.dir / f"dashboard.{x}").is_file()]
+    head = (f"Measured ({', '.join(files)}): `{runs[0]}` vs `{runs[1]}`, "
             f"{len(flags)} drift flag(s) at the thresholds recorded there:\n")
     return head + "".join(f"- {f['where']}: {f['detail']} (`{f['rule']}`)\n" for f in flags)
 
@@ -215,7 +255,7 @@ GOAL_WALL_H, GOAL_RSS_GB = 2.0, 16.0  # issue 20's goals for stages 1-4 at 1B to
 
 
 def scale(r: Reports) -> str:
-    """The scale bench's sizes (``reports/scale/results.json`` and ``fit.json``, written by
+    """The scale bench's sizes (``reports/examples/scale/results.json`` and ``fit.json``, written by
     ``bench/bench_scale.py``): per size and stage wall, CPU, peak RSS, bytes written and tokens per
     CPU-second; the growth fit; the largest size against the goals."""
     d = Reports(r.dir.parent / "scale")
@@ -296,6 +336,7 @@ def project_wall(results: list[dict]) -> tuple[dict, dict, dict[str, float]] | N
 
 
 BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times": stage_times, "withdraw": withdrawal,
+                                               "headline": headline,
                                                "dashboard": dashboard, "scale": scale,
                                                # the stage table comes from the registry, not from a run
                                                "stages": lambda r: pipeline.layout_table()}
@@ -314,38 +355,61 @@ def render(readme: str, reports: Reports) -> str:
     return MARKER.sub(sub, readme)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m minideepseek.readme_figures", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--run", default="demo", help="the run whose reports fill the README (default: demo)")
-    ap.add_argument("--reports-dir", default="reports", help="default: reports")
-    ap.add_argument("--readme", default="README.md", help="default: README.md")
-    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff if the README differs")
-    args = ap.parse_args(argv)
-    path = Path(args.readme)
-    old = path.read_text(encoding="utf-8")
-    if not MARKER.search(old):
-        print(f"error: {path} has no <!-- figures:NAME --> regions", file=sys.stderr)
-        return 2
+EXAMPLES = Path("reports") / "examples"  # committed example reports: no run writes here (RunConfig refuses the name)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def shown(path: Path) -> str:
+    """A path as the pages show it: relative to the checkout when inside it (the same text from any cwd)."""
     try:
-        new = render(old, Reports(Path(args.reports_dir) / args.run))
-    except FiguresError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.check:
+        return path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def pages(root: Path = Path(".")) -> list[Path]:
+    """The files with generated regions: README.md and every docs/*.md that has one."""
+    out = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
+    return [p for p in out if p.is_file() and MARKER.search(p.read_text(encoding="utf-8"))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=".venv/bin/python -m minideepseek.readme_figures", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", default="demo", help="the run whose reports fill the pages (default: demo)")
+    ap.add_argument("--reports-dir", default=str(EXAMPLES), help=f"default: {EXAMPLES}")
+    ap.add_argument("--readme", action="append", default=None, metavar="FILE",
+                    help="a page to regenerate (repeatable; default: README.md and docs/*.md)")
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff if a page differs")
+    args = ap.parse_args(argv)
+    paths = [Path(p) for p in args.readme] if args.readme else pages()
+    src = f"{args.reports_dir}/{args.run}"
+    rc = 0
+    for path in paths:
+        old = path.read_text(encoding="utf-8")
+        if not MARKER.search(old):
+            print(f"error: {path} has no <!-- figures:NAME --> regions", file=sys.stderr)
+            return 2
+        try:
+            new = render(old, Reports(Path(args.reports_dir) / args.run))
+        except FiguresError as exc:
+            print(f"error: {path}: {exc}", file=sys.stderr)
+            return 2
+        if args.check:
+            if new != old:
+                sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path),
+                                                           f"{path} (from {src})"))
+                print(f"{path}: figures differ from {src}; run `{venv_python()} -m minideepseek.readme_figures`",
+                      file=sys.stderr)
+                rc = 1
+            else:
+                print(f"{path}: figures match {src}")
+            continue
         if new != old:
-            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path),
-                                                       f"{path} (from {args.reports_dir}/{args.run})"))
-            print(f"{path}: figures differ from {args.reports_dir}/{args.run}; run "
-                  f"`python -m minideepseek.readme_figures --run {args.run}`", file=sys.stderr)
-            return 1
-        print(f"{path}: figures match {args.reports_dir}/{args.run}")
-        return 0
-    if new != old:
-        path.write_text(new, encoding="utf-8")
-    print(f"{path}: {len(MARKER.findall(new))} region(s) regenerated from {args.reports_dir}/{args.run}"
-          + ("" if new != old else " (unchanged)"))
-    return 0
+            path.write_text(new, encoding="utf-8")
+        print(f"{path}: {len(MARKER.findall(new))} region(s) regenerated from {src}"
+              + ("" if new != old else " (unchanged)"))
+    return rc
 
 
 if __name__ == "__main__":

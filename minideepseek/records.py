@@ -72,6 +72,7 @@ class RawDoc:
     line: int | None = None  # 1-based line number in that file (JSONL)
     offset: int | None = None  # byte offset of the line's start in the (decompressed) file
     checked: bool = False  # validate_text already ran at ingestion (do not pay for it twice)
+    own_id: bool = False  # source_id is the record's own id (the source's id_field): kept in the document id
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,25 @@ def text_hash(text: str) -> str:
 def doc_id(source: str, source_id: str) -> str:
     """Stable id: the recipe source name plus a short hash of the source's own key."""
     return f"{source}/{hashlib.sha1(source_id.encode('utf-8')).hexdigest()[:16]}"
+
+
+MAX_OWN_ID_CHARS = 200
+_OWN_ID = re.compile(r"[^\x00-\x1f\x7f-\x9f]+")  # no control characters (they would break logs and reports)
+
+
+def own_doc_id(source: str, source_id: str) -> str:
+    """``<source>/<the record's own id>`` when that id can be kept verbatim: the user's ids survive into every
+    artifact (and ``withdraw.py --id`` takes them). An id that cannot (empty, over ``MAX_OWN_ID_CHARS``,
+    control characters, or holding the upsampling mark ``#e``) falls back to ``doc_id``'s hash."""
+    sid = source_id.strip()
+    if sid and len(sid) <= MAX_OWN_ID_CHARS and _OWN_ID.fullmatch(sid) and COPY_MARK not in sid:
+        return f"{source}/{sid}"
+    return doc_id(source, source_id)
+
+
+def own_part(doc_id_: str) -> str:
+    """The part of a document id after ``<source>/``: the record's own id (or its hash)."""
+    return doc_id_.split("/", 1)[1] if "/" in doc_id_ else doc_id_
 
 
 class Document(TypedDict):

@@ -30,6 +30,9 @@ KNOWN_SECTIONS = ("run", "sources", "extract", "sampler", "dedup", "decontam", "
 EXCLUSIVE = (("sampler", "target_docs", "target_tokens"),)
 
 
+RESERVED_RUN_NAME = "examples"
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Where a run's artifacts and reports go, and its seed."""
@@ -53,6 +56,10 @@ class RunConfig:
     def __post_init__(self) -> None:
         require(is_path_name(self.name), f"run.name={self.name!r}: use letters, digits, '_', '-', '.' only, not dots "
                                          f"alone (it names directories under run.data_dir and run.reports_dir)")
+        # reports/examples/ holds the committed example reports (scripts/regen_examples.sh): a run there
+        # would overwrite tracked files
+        require(self.name != RESERVED_RUN_NAME, f"run.name={self.name!r} is reserved for the committed example reports "
+                f"(reports/{RESERVED_RUN_NAME}/); choose another name, e.g. --set run.name=my_run")
         require(self.seed >= 0, f"run.seed={self.seed} must be >= 0")
         require(self.verify in ("sha256", "size"), f"run.verify={self.verify!r}: choose 'sha256' (default) or 'size'")
 
@@ -157,7 +164,7 @@ def log_config(cfg: object, path: str | Path) -> None:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m minideepseek.runconfig CONFIG [--set k=v ...]``: print where a run's outputs go."""
+    """``.venv/bin/python -m minideepseek.runconfig CONFIG [--set k=v ...]``: print where a run's outputs go."""
     import argparse
 
     p = argparse.ArgumentParser(description=_main.__doc__)

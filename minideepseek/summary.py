@@ -1,7 +1,7 @@
 """``reports/<run>/summary.md``: one page that links every report and states the pipeline's figures,
 read from the stage manifests (never from the raw data).
 
-    python -m minideepseek.summary configs/demo.yaml [--set run.name=...]
+    .venv/bin/python -m minideepseek.summary configs/demo.yaml [--set run.name=...]
 """
 
 from __future__ import annotations
@@ -14,11 +14,14 @@ from typing import Any
 
 from . import pipeline
 from .bill import BillAssumptions
-from .bill_cli import write_bill
+from .bill_cli import DEFAULT_FIT, load_fit, write_bill
 from .config import apply_overrides, build
 from .fsio import write_json_atomic, write_text_atomic
+from .invocation import venv_python
 from .provenance import git_commit, package_versions
 from .runconfig import RunConfig, load_yaml
+from .sampling.report import verdict_line
+from .sizing import markdown_lines as sizing_lines
 from .stage import read_manifest
 
 
@@ -28,9 +31,10 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 def figures(run: RunConfig) -> dict[str, Any]:
     rd, rep = run.run_dir, run.report_dir
-    out: dict[str, Any] = {"run": run.name, "seed": run.seed, "stages": []}
+    out: dict[str, Any] = {"run": run.name, "seed": run.seed, "stages": [], "sizing": []}
     for spec in pipeline.STAGES:
         man = read_manifest(rd / spec.artifact)
+        out["sizing"] += (man or {}).get("sizing") or []
         reports = spec.md_reports()
         out["stages"].append({
             "artifact": spec.artifact, "script": spec.script, "present": man is not None,
@@ -43,6 +47,7 @@ def figures(run: RunConfig) -> dict[str, Any]:
         out["tokens_sampled_deepseek"] = mix["totals"]["tokens"]
         out["mix_max_deviation_pp"] = mix["totals"]["max_abs_deviation_pp"]
         out["filtered"] = mix["totals"].get("filtered")
+        out["recipe"] = {"line": verdict_line(mix), **(mix.get("recipe") or {})}
     dd = _load(rep / "dedup_report.json")
     if dd:
         out["dedup"] = {"docs_in": dd["docs_in"], "docs_out": dd["docs_out"], "removed": dd["removed"],
@@ -110,6 +115,9 @@ def markdown(f: dict[str, Any]) -> str:
     if "docs_sampled" in f:
         lines.append(f"- sampled: {f['docs_sampled']:,} docs, {f['tokens_sampled_deepseek']:,} DeepSeek tokens; "
                      f"max mix deviation {f['mix_max_deviation_pp']} pp; filtered {f.get('filtered') or 0:,} docs")
+        if f.get("recipe"):
+            met = f["recipe"].get("met", True)
+            lines.append(f"- {'' if met else '**'}{f['recipe']['line']}{'' if met else '**'}")
     if "dedup" in f:
         d = f["dedup"]
         removed = ", ".join(f"{k} {v:,}" for k, v in d["removed"].items()) or "none"
@@ -148,6 +156,7 @@ def markdown(f: dict[str, Any]) -> str:
         lines.append(f"- withdrawals: {len(f['withdrawals'])} ticket(s) applied, see [release_note.md](release_note.md)")
     for w in f.get("demo_corpus_warnings", []):
         lines.append(f"- WARNING demo corpus {w}")
+    lines += sizing_lines(f.get("sizing") or [])
     env = f["environment"]
     lines += ["", "## Environment", "", f"- Python {env['python']}; git commit `{env['git_commit']}`",
               "- " + ", ".join(f"{k} {v}" for k, v in env["packages"].items() if k != "python"), ""]
@@ -165,10 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     write_text_atomic(run.report_dir / "summary.md", markdown(f))
     print(f"artifacts: {run.run_dir}/   reports: {run.report_dir}/   summary: {run.report_dir / 'summary.md'}")
     try:  # the data bill with its default assumptions (`report.py bill RUN` takes others)
-        cost = write_bill(run.name, run.report_dir, run.run_dir, BillAssumptions(), run.report_dir)
+        fit, measured, fit_path = load_fit(str(DEFAULT_FIT) if DEFAULT_FIT.is_file() else None, run.name)
+        cost = write_bill(run.name, run.report_dir, run.run_dir, BillAssumptions(), run.report_dir, fit, measured,
+                          fit_path)
         print(f"data bill (projected to 1B / 70B / 15T tokens): {cost}")
     except Exception as exc:  # noqa: BLE001 - best effort: a partial run (--only) lacks what the bill reads
-        print(f"data bill not written ({type(exc).__name__}: {exc}); run `python report.py bill {run.name}` "
+        print(f"data bill not written ({type(exc).__name__}: {exc}); run `{venv_python()} report.py bill {run.name}` "
               f"once stages 1-4 have reports")
     return 0
 

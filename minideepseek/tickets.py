@@ -32,7 +32,8 @@ from typing import Any
 
 from .config import ConfigError
 from .fsio import open_append_nofollow
-from .records import base_id, normalize_for_hash
+from .invocation import venv_python
+from .records import base_id, normalize_for_hash, own_part
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class Selector:
             raise ConfigError(f"--{self.kind} needs a non-empty value")
         if self.kind == "hash" and not _HEX64.fullmatch(self.value):
             raise ConfigError(f"--hash {self.value!r}: give the document's 64-hex `hash` field (sha256 of its "
-                              f"normalized text; `python -m minideepseek.tickets hash FILE` computes it)")
+                              f"normalized text; `{venv_python()} -m minideepseek.tickets hash FILE` computes it)")
         if self.kind == "text" and len(normalize_for_hash(self.value)) < MIN_FRAGMENT_CHARS:
             raise ConfigError(f"--text fragment {self.value!r} is shorter than {MIN_FRAGMENT_CHARS} characters after "
                               f"normalization; give a longer, distinctive passage")
@@ -232,7 +233,8 @@ class Matcher:
         """(ticket, selector kind) of the first match, or None. ``row`` has the document schema."""
         if row["source"] in self.sources:
             return self.sources[row["source"]], "source"
-        for key in (row["id"], base_id(row["id"])):
+        # a full id (my_docs/en-005), or the record's own id without the source prefix (en-005)
+        for key in (row["id"], base_id(row["id"]), own_part(base_id(row["id"]))):
             if key in self.ids:
                 return self.ids[key], "id"
         if row["hash"] in self.hashes:
@@ -257,7 +259,7 @@ def log_matcher(path: Path) -> Matcher:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m minideepseek.tickets hash FILE``: the ``hash`` a document with FILE's text has."""
+    """``.venv/bin/python -m minideepseek.tickets hash FILE``: the ``hash`` a document with FILE's text has."""
     import sys
 
     from .records import text_hash

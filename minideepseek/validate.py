@@ -1,6 +1,6 @@
 """Validate every stage's section of a config file at once, before any stage runs.
 
-``run_pipeline.sh`` calls ``python -m minideepseek.validate --config C --set ...`` before stage 1, and
+``run_pipeline.sh`` calls ``.venv/bin/python -m minideepseek.validate --config C --set ...`` before stage 1, and
 every stage script validates the whole file too, so a typo in a later section (an invalid
 ``tokenizer.vocab_size``) is reported in a second, not after minutes of stages 1-2. Also the config
 hashes every artifact must have under the current command come from the same ``pipeline.Plan``.
@@ -24,7 +24,7 @@ def validate_all(config: str | Path, overrides: list[str] | tuple[str, ...] = ()
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m minideepseek.validate", description=__doc__,
+    p = argparse.ArgumentParser(prog=".venv/bin/python -m minideepseek.validate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default="configs/demo.yaml")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")

@@ -33,6 +33,15 @@ fi
 # --require-hashes refuses any file whose sha256 is not in the lock and any package the lock does
 # not pin (transitive ones too).
 grep -A1 -E '^pip==' requirements.lock > "$VENV/.pip-pin.txt"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r "$VENV/.pip-pin.txt" >&2
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r requirements.lock >&2
+# pip's output (and the warnings this machine's pip configuration may print for every package) goes to a
+# log; it is shown only when the install fails, so the setup line is not buried under it
+log=$VENV/.install.log
+t0=$(date +%s)
+if ! { "$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r "$VENV/.pip-pin.txt" &&
+       "$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r requirements.lock; } >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "[setup] installing the pinned dependencies failed (last 40 lines above; all of it in $log)" >&2
+  exit 1
+fi
 echo "$want" > "$stamp"
+echo "[setup] done in $(( $(date +%s) - t0 )) s ($(grep -cE "^[A-Za-z0-9_.-]+==" requirements.lock) pinned packages; pip's log: $log)" >&2

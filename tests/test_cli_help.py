@@ -103,8 +103,10 @@ def test_help_renders_docstring_as_written(script: str) -> None:
     assert _load(script).__doc__ == m.group(1)
     out = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     for line in m.group(1).splitlines():
-        if line.strip().startswith(("python ", "torchrun ")):
+        if line.strip().startswith(("python ", ".venv/bin/python ", "torchrun ")):
             assert line.rstrip() in out, f"{script} --help does not show {line!r}"
+        # pasted from --help, a bare `python` (not the checkout's venv) fails with ModuleNotFoundError
+        assert not line.strip().startswith("python "), f"{script} --help example uses a bare python: {line!r}"
 
 
 def test_help_imports_nothing_heavy() -> None:
@@ -150,8 +152,8 @@ def test_config_logged_as_digest_and_yaml(caplog: pytest.LogCaptureFixture) -> N
 def test_report_compare_takes_out_after_the_runs(tmp_path: Path) -> None:
     """`report.py compare A B --out DIR` (as its --help shows) writes the dashboard into DIR."""
     out = tmp_path / "dash"
-    r = subprocess.run([sys.executable, "report.py", "compare", "reports/demo", "reports/demo_b", "--out", str(out),
-                        "--threshold", "token_share_pp=2"], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "report.py", "compare", "reports/examples/demo", "reports/examples/demo_b",
+                        "--out", str(out), "--threshold", "token_share_pp=2"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert {p.name for p in out.iterdir()} == {"dashboard.html", "dashboard.md", "dashboard.json"}
     import json
@@ -229,6 +231,9 @@ def _check_pipeline_call(argv: list[str]) -> None:
             i += 2
         elif w in ("--force", "-h", "--help"):
             i += 1
+        elif w == "--strict":
+            sets.append("sampler.strict=true")
+            i += 1
         else:
             assert withdraw, f"run_pipeline.sh {argv}: unknown argument {w}"
             extra.append(w)
@@ -246,7 +251,7 @@ def test_readme_and_pipeline_usage_examples_work(monkeypatch: pytest.MonkeyPatch
     """Every command in the README's code blocks and run_pipeline.sh's usage that runs a stage script or
     the pipeline parses, and its --config/--set load into every stage config it reaches."""
     monkeypatch.chdir(ROOT)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = "\n".join(p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
     blocks = "\n".join(re.findall(r"```bash\n(.*?)```", readme, re.S))
     usage = "\n".join(line[1:] for line in (ROOT / "run_pipeline.sh").read_text().splitlines()[1:14]
                       if line.startswith("#"))

@@ -141,7 +141,7 @@ def test_stale_upstream_is_refused(tmp_path, corpus):
     dirs = _clean_corpus(tmp_path, corpus)
     cfg = _config(tmp_path, dirs)
     run_dir = tmp_path / "data" / "t"
-    with pytest.raises(StaleInputError, match="run `python mix_sampler.py"):
+    with pytest.raises(StaleInputError, match=r"run `\S*python mix_sampler.py"):
         require_upstream(run_dir, "mixed_raw", "mix_sampler.py")
     assert mix_sampler.main(["--config", str(cfg)]) == 0
     man = require_upstream(run_dir, "mixed_raw", "mix_sampler.py")

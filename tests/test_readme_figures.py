@@ -18,17 +18,25 @@ from minideepseek.summary import figures, markdown
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_committed_readme_matches_committed_reports() -> None:
-    """Fails when README.md's generated regions differ from reports/demo (rerun the script after a new run)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert len(rf.MARKER.findall(readme)) >= 3, "README lost its <!-- figures:NAME --> regions"
-    want = rf.render(readme, rf.Reports(ROOT / "reports" / "demo"))
-    assert want == readme, "README figures differ from reports/demo: run `python -m minideepseek.readme_figures`"
+EXAMPLES = ROOT / "reports" / "examples"
+
+
+def test_committed_pages_match_committed_examples() -> None:
+    """Fails when a generated region of README.md or docs/*.md differs from the committed example reports
+    (reports/examples/, never a user's run): regenerate with scripts/regen_examples.sh."""
+    paths = rf.pages(ROOT)
+    assert ROOT / "README.md" in paths, "README lost its <!-- figures:NAME --> regions"
+    regions = {m.group("name") for p in paths for m in rf.MARKER.finditer(p.read_text(encoding="utf-8"))}
+    assert {"stages", "demo", "demo.times", "dashboard", "scale"} <= {r.split("@")[0] for r in regions}, regions
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        want = rf.render(text, rf.Reports(EXAMPLES / "demo"))
+        assert want == text, f"{path.relative_to(ROOT)}: figures differ from reports/examples: run scripts/regen_examples.sh"
 
 
 def _example(tmp_path: Path) -> tuple[Path, Path]:
     reports = tmp_path / "reports"
-    shutil.copytree(ROOT / "reports" / "demo", reports / "demo")
+    shutil.copytree(EXAMPLES / "demo", reports / "demo")
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- figures:demo -->\nstale\n<!-- /figures:demo -->\n"
                       "<!-- figures:demo.times -->\n<!-- /figures:demo.times -->\nend\n", encoding="utf-8")
@@ -80,11 +88,8 @@ def test_withdrawal_region_reads_its_own_run(tmp_path: Path) -> None:
     reports, _ = _example(tmp_path)
     block = "<!-- figures:withdraw@wd -->\n<!-- /figures:withdraw@wd -->"
     assert "No withdrawal example" in rf.render(block, rf.Reports(reports / "demo"))
-    src = ROOT / "reports" / "demo" / "withdrawals"
-    if not src.is_dir():  # the committed example moved to its own run
-        src = ROOT / "reports" / "demo_withdraw" / "withdrawals"
-    if not src.is_dir():
-        pytest.skip("no committed withdrawal impact note to read")
+    src = EXAMPLES / "demo_withdraw" / "withdrawals"
+    assert src.is_dir(), "the withdrawal example (scripts/regen_examples.sh) is not committed"
     shutil.copytree(src, reports / "wd" / "withdrawals")
     note = json.loads(next((reports / "wd" / "withdrawals").glob("*.json")).read_text())
     text = rf.render(block, rf.Reports(reports / "demo"))
@@ -110,7 +115,7 @@ def test_packing_report_names_stage1_target_unit(tmp_path: Path) -> None:
     from minideepseek.packing.report import report_markdown
     from minideepseek.packing.stage import stage1_target
 
-    pk = json.loads((ROOT / "reports" / "demo" / "packing_report.json").read_text())
+    pk = json.loads((EXAMPLES / "demo" / "packing_report.json").read_text())
     docs = report_markdown({**pk, "stage1_target": {"unit": "docs", "value": 400}})
     assert "met the recipe in documents (400 targeted)" in docs and "DeepSeek-V3 tokens" not in docs
     toks = report_markdown({**pk, "stage1_target": {"unit": "tokens", "value": 4_000_000}})

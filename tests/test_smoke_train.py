@@ -357,7 +357,8 @@ def test_stale_or_missing_upstream_refused(chain, capsys):
     assert _train(cfg, "pack.seq_len=32") == 2  # packed was built with seq_len 64
     assert "pack_shuffle.py" in capsys.readouterr().err
     assert _train(cfg, "run.name=nothing") == 2  # no upstream at all
-    assert _train(cfg, "train.seq_len=128") == 2  # longer than the packed blocks
+    # longer than the packed blocks: an error when automatic sizing is off (else the block length is used)
+    assert _train(cfg, "train.seq_len=128", "train.auto_size=false") == 2
     assert "train.seq_len" in capsys.readouterr().err
 
 

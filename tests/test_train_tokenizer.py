@@ -68,15 +68,20 @@ def test_tokenizer_stage(run):
 def test_vocab_shortfall_fails_unless_allowed_and_deepseek_pre_split(run, capsys):
     tmp, cfg = run
     before = read_manifest(tmp / "data" / "t" / "tokenizer")
-    assert train_tokenizer.main(["--config", str(cfg), "--set", "tokenizer.vocab_size=200000", "--force"]) == 2
+    assert train_tokenizer.main(["--config", str(cfg), "--set", "tokenizer.vocab_size=200000",
+                                 "--set", "tokenizer.allow_smaller_vocab=false", "--force"]) == 2
     assert "allow_smaller_vocab" in capsys.readouterr().err
     assert read_manifest(tmp / "data" / "t" / "tokenizer") == before, "a failed stage leaves the old artifact"
+    # the default caps the vocabulary at what the sample reaches, and says so (an automatic sizing decision)
     assert train_tokenizer.main(["--config", str(cfg), "--set", "tokenizer.vocab_size=200000",
-                                 "--set", "tokenizer.allow_smaller_vocab=true",
                                  "--set", "tokenizer.pre_tokenizer=deepseek"]) == 0
     rep = json.loads((tmp / "reports" / "t" / "tokenizer_eval.json").read_text())
     assert not rep["reached_target"] and "lower tokenizer.vocab_size" in rep["why_not"]
     assert "NOT reached" in (tmp / "reports" / "t" / "tokenizer_eval.md").read_text()
+    man = read_manifest(tmp / "data" / "t" / "tokenizer")
+    [size] = man["sizing"]
+    assert size["setting"] == "tokenizer.vocab_size" and size["configured"] == 200_000
+    assert size["used"] == rep["vocab_size_final"] < 200_000
     tok = Tokenizer.from_file(str(tmp / "data" / "t" / "tokenizer" / "tokenizer.json"))
     pieces = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str("x=12345 天下大势")]
     assert "123" in pieces and "45" in pieces, "digits split in runs of <= 3"

@@ -176,7 +176,7 @@ def test_absent_and_repeated_requests(run):
 
 def test_duplicate_group_and_failing_verification(run):
     ids = read_columns(Path("data/t/mixed_raw"), ["id"])["id"]
-    twin = next(i for i in ids if i.endswith(hashlib.sha1(b"planted_twin").hexdigest()[:16]))
+    twin = next(i for i in ids if i.endswith("/planted_twin"))  # the source's own id (id_field), kept
     removed = [json.loads(x) for x in Path("data/t/mixed_dedup/removed.jsonl").read_text().splitlines()]
     pair = next(r for r in removed if twin in (r["id"], r["kept"]))
     kept = pair["kept"] if pair["id"] == twin else pair["id"]
@@ -188,7 +188,7 @@ def test_duplicate_group_and_failing_verification(run):
 
 def test_duplicate_group_follows(run):
     ids = read_columns(Path("data/t/mixed_raw"), ["id"])["id"]
-    twin = next(i for i in ids if i.endswith(hashlib.sha1(b"planted_twin").hexdigest()[:16]))
+    twin = next(i for i in ids if i.endswith("/planted_twin"))  # the source's own id (id_field), kept
     assert _wd("--id", twin) == 0  # the removed twin; its kept partner (same content) goes too
     left = set(read_columns(Path("data/t/mixed_raw"), ["id"])["id"])
     assert len(left) == len(ids) - 2 and twin not in left

@@ -304,6 +304,9 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
 def summary_line(cfg: Any, man: dict[str, Any]) -> str:
     """The one line the stage script prints when it is done."""
     c = man["counters"]
-    return (f"mixed_dedup: {c['docs_out']:,} of {c['docs_in']:,} docs kept (exact -{c['exact_removed']:,}, "
-            f"near -{c['near_removed']:,}, contamination hits {c['contamination_hits']:,}) in "
-            f"{cfg.run.run_dir / ARTIFACT}; report: {cfg.run.report_dir / 'dedup_report.md'}")
+    removed = c.get("removed") or {}
+    # every removal reason, so the parts add up to docs_in - docs_out
+    parts = ", ".join(f"{k} -{v:,}" for k, v in sorted(removed.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (f"mixed_dedup: {c['docs_out']:,} of {c['docs_in']:,} docs kept ({sum(removed.values()):,} removed: "
+            f"{parts or 'none'}; {c['contamination_hits']:,} benchmark hit(s)) in {cfg.run.run_dir / ARTIFACT}; "
+            f"report: {cfg.run.report_dir / 'dedup_report.md'}")

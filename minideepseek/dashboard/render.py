@@ -145,7 +145,7 @@ def markdown(runs: list[dict[str, Any]], flags: list[dict[str, Any]] | None, thr
     names = labels(runs)
     head = "| metric | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names)
     lines = [f"# Data dashboard: {' vs '.join(names)}", "",
-             "Read from each run's reports and manifests (not the raw data). Reproduce: `python report.py "
+             "Read from each run's reports and manifests (not the raw data). Reproduce: `.venv/bin/python report.py "
              + ("compare " if len(runs) > 1 else "show ") + " ".join(r["name"] for r in runs) + "`.", "", head]
     lines += ["| " + " | ".join(row) + " |" for row in overview_rows(runs)]
     lines += ["", "| source | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]

@@ -9,7 +9,7 @@ tex, markdown) tells the downstream extractor what it holds.
 
 Run it::
 
-    python -m minideepseek.demo_corpus [--cache-dir D] [--tiers portable,debian] [--force]
+    .venv/bin/python -m minideepseek.demo_corpus [--cache-dir D] [--tiers portable,debian] [--force]
 
 or from code::
 

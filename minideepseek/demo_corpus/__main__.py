@@ -1,4 +1,4 @@
-"""CLI: ``python -m minideepseek.demo_corpus [build|pin] [--cache-dir D] [--tiers portable,debian] [--force]``.
+"""CLI: ``.venv/bin/python -m minideepseek.demo_corpus [build|pin] [--cache-dir D] [--tiers portable,debian] [--force]``.
 
 ``build`` (default) builds (or finds cached) the demo corpus and prints a per-domain summary;
 ``--strict`` makes drift or an unpinned package an error. ``pin`` rewrites
@@ -13,6 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
+from ..invocation import venv_python
 from .build import (
     MANIFEST,
     TIERS,
@@ -30,7 +31,7 @@ from .pins import EXPECTED_FILE, Expected, IntegrityError, pin_from_manifest
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m minideepseek.demo_corpus",
+        prog=".venv/bin/python -m minideepseek.demo_corpus",
         description="Build the offline demo corpus (raw real text per domain) into the cache.",
     )
     parser.add_argument("command", nargs="?", choices=("build", "pin"), default="build",
@@ -69,7 +70,7 @@ def pin(cache_dir: Path, tiers: tuple[str, ...], out: Path) -> int:
     """Write the expected list from the cached build of ``tiers`` (build it first)."""
     root = corpus_root(cache_dir, tiers)
     if not (root / MANIFEST).is_file():
-        print(f"error: no complete demo corpus build at {root}; run `python -m minideepseek.demo_corpus "
+        print(f"error: no complete demo corpus build at {root}; run `{venv_python()} -m minideepseek.demo_corpus "
               f"--tiers {','.join(tiers)}` first", file=sys.stderr)
         return 2
     manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))

@@ -12,7 +12,7 @@ right after download and each time a cached copy is reused, against this list:
 - A package of the corpus that the list does not name is *unpinned*: a warning of its own (strict:
   an error), so a package added to the corpus without re-pinning is reported, never trusted silently.
 
-``python -m minideepseek.demo_corpus pin`` rewrites the list from the cache's own records (the
+``.venv/bin/python -m minideepseek.demo_corpus pin`` rewrites the list from the cache's own records (the
 corpus manifest, each file re-hashed first): the deliberate way to accept new versions.
 """
 
@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError
+from ..invocation import venv_python
 
 EXPECTED_FILE = Path(__file__).with_name("expected_hashes.json")
-ACCEPT = ("to accept a new upstream version deliberately, rebuild and run `python -m minideepseek.demo_corpus pin`, "
+ACCEPT = ("to accept a new upstream version deliberately, rebuild and run "
+          "`.venv/bin/python -m minideepseek.demo_corpus pin`, "
           "then commit minideepseek/demo_corpus/expected_hashes.json")
 
 
@@ -78,7 +80,7 @@ class Expected:
             files = self.pypi.get(f"{name}=={version}")
             if files is None:
                 return [f"unpinned: PyPI {name}=={version} ({file_name}, sha256 {sha256}) is not in {self.path}; "
-                        f"it was not verified. Run `python -m minideepseek.demo_corpus pin` to record it"]
+                        f"it was not verified. Run `{venv_python()} -m minideepseek.demo_corpus pin` to record it"]
             if file_name not in files:
                 raise IntegrityError(
                     f"{where}: no expected sha256 for this file of PyPI {name}=={version} (expected one of "
@@ -90,7 +92,7 @@ class Expected:
             exp = self.debian.get(name)
             if exp is None:
                 return [f"unpinned: Debian {name} {version} (sha256 {sha256}) is not in {self.path}; it was not "
-                        f"verified. Run `python -m minideepseek.demo_corpus pin` to record it"]
+                        f"verified. Run `{venv_python()} -m minideepseek.demo_corpus pin` to record it"]
             if exp["version"] != version:
                 return [f"drift: Debian {name}: expected version {exp['version']} (sha256 {exp['sha256']}), the "
                         f"archive served {version} (sha256 {sha256}); the demo text may differ from the pinned "
@@ -163,7 +165,7 @@ def pin_from_manifest(manifest: dict[str, Any], downloads: Path, old: Expected,
                                     "n_docs": c.get("n_docs")}
     content = {k: dict(sorted(v.items())) for k, v in sorted(content.items())}
     data = {"comment": "Expected sha256 of every demo-corpus download, and of the records each component's "
-                       "build writes (content, per builder version). Written by `python -m minideepseek.demo_corpus "
-                       "pin`; checked by minideepseek/demo_corpus/pins.py.",
+                       "build writes (content, per builder version). Written by `.venv/bin/python -m "
+                       "minideepseek.demo_corpus pin`; checked by minideepseek/demo_corpus/pins.py.",
             "pypi": dict(sorted(pypi.items())), "debian": dict(sorted(debian.items())), "content": content}
     return data, notes

@@ -1,1 +1,1 @@
-"""Exports of the packed data to other trainers' formats (``python -m minideepseek.export``)."""
+"""Exports of the packed data to other trainers' formats (``.venv/bin/python -m minideepseek.export``)."""

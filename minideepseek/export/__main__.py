@@ -1,6 +1,6 @@
 """Export a run's packed data to a trainer's format.
 
-    python -m minideepseek.export megatron --config configs/demo.yaml [--set run.name=...] [--out DIR]
+    .venv/bin/python -m minideepseek.export megatron --config configs/demo.yaml [--set run.name=...] [--out DIR]
 
 Writes DIR (default data/<run>/export/megatron) with <source>.bin/.idx per source, blend.json and
 data_path.txt: pass `--data-path $(cat DIR/data_path.txt)` to Megatron-LM's pretrain_gpt.py.
@@ -25,7 +25,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser("python -m minideepseek.export", __doc__ or "")
+    parser = stage_parser(".venv/bin/python -m minideepseek.export", __doc__ or "")
     parser.add_argument("format", choices=["megatron"], help="target format")
     parser.add_argument("--out", default=None, help="output folder (default data/<run>/export/megatron)")
     args = parser.parse_args(argv)

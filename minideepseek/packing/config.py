@@ -30,6 +30,13 @@ class PackConfig:
     # contiguous range of the dataset (shuffled within it), so a trainer can weight sources in its
     # own tokens (train/mixture.py). false: one mixed stream (documents of all sources shuffled).
     by_source: bool = False
+    # Small data (sizing.py): when the run's tokens fill fewer than min_blocks blocks of seq_len, or more than
+    # max_tail_share of them would be dropped as the tail (or padded), seq_len is halved (down to
+    # min_seq_len) until they do not; said in the log, the report and the summary. false: seq_len as set.
+    auto_seq_len: bool = True
+    min_blocks: int = 32
+    max_tail_share: float = 0.02
+    min_seq_len: int = 256
 
     def __post_init__(self) -> None:
         require(16 <= self.seq_len <= 1 << 20, f"pack.seq_len={self.seq_len}: use 16..1048576 (4096 default)")
@@ -39,6 +46,11 @@ class PackConfig:
         require(self.batch_docs >= 1, "pack.batch_docs must be >= 1 (256 default)")
         require(self.num_threads >= 0, "pack.num_threads must be >= 0 (0 = all cores)")
         require(self.decode_samples >= 0, "pack.decode_samples must be >= 0")
+        require(self.min_blocks >= 1, f"pack.min_blocks={self.min_blocks} must be >= 1 (32 default)")
+        require(0.0 <= self.max_tail_share < 1.0, f"pack.max_tail_share={self.max_tail_share} must be in [0, 1) "
+                "(0.02 default)")
+        require(self.min_seq_len >= 16, f"pack.min_seq_len={self.min_seq_len} must be >= 16 (256 default; a seq_len "
+                "already at or below it is never lowered)")
 
 
 @dataclass(frozen=True)

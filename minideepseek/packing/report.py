@@ -115,11 +115,13 @@ def _target_sentence(target: dict[str, Any] | None) -> str:
     """What stage 1's quota counted (``stage1_target``: ``{"unit": "docs"|"tokens", "value": N}``), so the
     comparison below says what it compares against."""
     lead = "here the same documents are counted in our tokens (EOT excluded)"
+    value = target and target.get("value")
+    amount = "all the sources hold" if value == "all" else f"{value:,} targeted" if value else ""
     if target and target.get("unit") == "docs":
-        return (f"Stage 1 met the recipe in documents ({target['value']:,} targeted), not tokens; {lead}, so a "
+        return (f"Stage 1 met the recipe in documents ({amount}), not tokens; {lead}, so a "
                 "deviation is mostly the sources' different document lengths, plus dedup.")
     if target and target.get("unit") == "tokens":
-        return (f"Stage 1 met the recipe in DeepSeek-V3 tokens ({target['value']:,} targeted); {lead}, so a deviation "
+        return (f"Stage 1 met the recipe in DeepSeek-V3 tokens ({amount}); {lead}, so a deviation "
                 "is our tokenizer compressing a domain differently, plus dedup.")
     return f"Stage 1's target unit is not recorded; {lead}."
 

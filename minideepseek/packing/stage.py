@@ -10,7 +10,9 @@ manifest. See ``packer.py`` for how memory stays bounded.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,10 +26,11 @@ from ..mapped import MappedArrow
 from ..pipeline import MIXED_DEDUP, PACKED, TOKENIZER
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
+from ..sizing import Sizing
 from ..stage import InputRef, Manifest, StageRun, read_manifest, require_upstream
 from ..tokenizer.io import load_tokenizer
 from .by_source import pack_by_source
-from .config import PackStageConfig
+from .config import PackConfig, PackStageConfig
 from .packer import DocBatch, order_sha256, pack_documents
 from .partition import pack_partitioned
 from .report import REPORT_FILES, build_report, decode_samples, report_markdown
@@ -61,6 +64,43 @@ def doc_batches(docs: MappedArrow, order: np.ndarray, batch_docs: int) -> Iterat
         yield DocBatch(t.column("id").to_pylist(), t.column("source").to_pylist(), t.column("text").to_pylist())
 
 
+def _pack_once(pc: PackConfig, docs: MappedArrow, doc_order: np.ndarray, tok: Any, seed: int, out: Path,
+               run_dir: Path, executor: Any) -> tuple[Any, dict[str, Any] | None, np.ndarray]:
+    """Tokenize, pack and write every document into ``out`` at ``pc.seq_len``: (stats, by-source table or
+    None, the document order used)."""
+    ray = executor is not None and executor.kind == "ray"
+    out.mkdir(parents=True, exist_ok=True)
+    if pc.by_source:  # one source at a time; on Ray each source's partitions are tasks
+        shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]
+        tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
+        return pack_by_source(docs, lambda order: doc_batches(docs, order, pc.batch_docs), tok, pc, seed, out,
+                              out / ".work", executor if ray else None, shards, tok_path)
+    if ray:  # tokenize + pack per partition (partition.py)
+        shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]  # a Ray worker's cwd is not ours
+        tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
+        stats = pack_partitioned(executor, shards, doc_order, tok_path, tok.get_vocab_size(), pc,
+                                 rng_for(seed, "pack", "blocks"), out, out / ".work")
+        return stats, None, doc_order
+    stats = pack_documents(doc_batches(docs, doc_order, pc.batch_docs), tok, pc, rng_for(seed, "pack", "blocks"),
+                           out, out / ".work")
+    return stats, None, doc_order
+
+
+def resize_reason(stats: Any, pc: PackConfig) -> str | None:
+    """Why ``pc.seq_len`` is too coarse for this run's tokens (``pack.auto_seq_len``), or None: fewer than
+    ``min_blocks`` blocks, or more than ``max_tail_share`` of the tokens lost to the tail (or padding)."""
+    produced = max(1, stats.tokens_produced)
+    waste = stats.dropped_tail_tokens if pc.tail == "drop" else stats.pad_tokens
+    if stats.blocks < pc.min_blocks:
+        return (f"{stats.tokens_produced:,} tokens fill {stats.blocks:,} block(s) of {pc.seq_len:,}, fewer than "
+                f"pack.min_blocks={pc.min_blocks}")
+    if waste / produced > pc.max_tail_share:
+        what = "dropped as the tail" if pc.tail == "drop" else "padding"
+        return (f"{waste:,} of {stats.tokens_produced:,} tokens ({100 * waste / produced:.1f}%) would be {what}, "
+                f"more than pack.max_tail_share={pc.max_tail_share}")
+    return None
+
+
 def recipe_weights(run_dir: Path) -> dict[str, float]:
     """The recipe's source weights, from the config stage 1 recorded in mixed_raw's manifest."""
     man = read_manifest(run_dir / "mixed_raw") or {}
@@ -86,22 +126,29 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     log.info("%s: %s documents from %s, tokenizer vocab %s, seq_len %s, tail %s", STAGE, f"{docs.num_rows:,}",
              run_dir / DOCS, f"{tok.get_vocab_size():,}", f"{pc.seq_len:,}", pc.tail)
     by_source: dict[str, Any] | None = None
+    sizing: list[dict[str, Any]] = []
+    first_why: str | None = None
+    configured = pc.seq_len
     try:
-        ray = executor is not None and executor.kind == "ray"
-        if pc.by_source:  # one source at a time; on Ray each source's partitions are tasks
-            shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]
-            tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
-            stats, by_source, doc_order = pack_by_source(
-                docs, lambda order: doc_batches(docs, order, pc.batch_docs), tok, pc, seed, tmp, tmp / ".work",
-                executor if ray else None, shards, tok_path)
-        elif ray:  # tokenize + pack per partition (partition.py)
-            shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]  # a Ray worker's cwd is not ours
-            tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
-            stats = pack_partitioned(executor, shards, doc_order, tok_path, tok.get_vocab_size(), pc,
-                                     rng_for(seed, "pack", "blocks"), tmp, tmp / ".work")
-        else:
-            stats = pack_documents(doc_batches(docs, doc_order, pc.batch_docs), tok, pc,
-                                   rng_for(seed, "pack", "blocks"), tmp, tmp / ".work")
+        while True:
+            # each attempt in its own directory: one too coarse for the data is discarded whole
+            att = tmp / f".attempt-{pc.seq_len}"
+            stats, by_source, order = _pack_once(pc, docs, doc_order, tok, seed, att, run_dir, executor)
+            why = resize_reason(stats, pc) if pc.auto_seq_len else None
+            if why is None or pc.seq_len // 2 < pc.min_seq_len:
+                break
+            first_why = first_why or why
+            log.info("%s: %s; packing again at seq_len %s", STAGE, why, f"{pc.seq_len // 2:,}")
+            shutil.rmtree(att)
+            pc = dataclasses.replace(pc, seq_len=pc.seq_len // 2)
+        for p in sorted(att.iterdir()):
+            p.rename(tmp / p.name)
+        att.rmdir()
+        doc_order = order
+        if pc.seq_len != configured:
+            left = f"; at {pc.seq_len:,}: {why}" if why else ""
+            sizing.append(Sizing(STAGE, "pack.seq_len", configured, pc.seq_len,
+                                 f"at {configured:,}, {first_why}{left}").announce().to_json())
     finally:
         docs.close()
     assert stats.docs == docs.num_rows == docs_man["counters"].get("docs_out", stats.docs), \
@@ -113,7 +160,8 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     report["encoder"] = encoder_summary(tok)
     report["orders"] = {"doc_order_sha256": order_sha256(doc_order),
                         "block_order_sha256": stats.block_order_sha256}
-    extra: dict[str, Any] = {"orders": report["orders"]}
+    report["sizing"] = sizing
+    extra: dict[str, Any] = {"orders": report["orders"], "sizing": sizing}
     if by_source is not None:
         report["by_source"] = extra["by_source"] = by_source
     write_json_atomic(tmp / "packing_report.json", report)

@@ -13,11 +13,20 @@ from ..sources.config import SourceConfig, check_recipe
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("num_proc", "batch_size")
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("num_proc", "batch_size", "strict")
 
-    target_docs: int | None = None  # the seed's unit
-    target_tokens: int | None = None  # the field's unit (sources weighed by tokens)
+    # The target, in one of two units. "all": as much as the sources hold at the recipe's weights (every
+    # source read to the end, up to max_epochs passes, then the mix scaled to its scarcest source, as
+    # `shrink` does): the natural target for a folder of your own documents.
+    target_docs: int | Literal["all"] | None = None  # the seed's unit
+    target_tokens: int | Literal["all"] | None = None  # the field's unit (sources weighed by tokens)
+    # A source that runs out after max_epochs: "renormalize" gives its deficit to the others (the total
+    # is met, the shares are not), "shrink" scales the whole mix down to it (shares met, total not),
+    # "error" stops stage 1 with exit 2. Either way the stage report and the summary name the source.
     shortfall: Literal["renormalize", "shrink", "error"] = "renormalize"
+    # Exit 3 (after writing the artifact and its reports) when the recipe was missed: a source outside
+    # the share tolerance or the total short of the target. run_pipeline.sh --strict sets it.
+    strict: bool = False
     # A source with no document after ingestion (every record rejected, every file broken, filters drop
     # all): "error" stops the stage naming the reasons; "skip" runs without it and reports it.
     empty_source: Literal["error", "skip"] = "error"
@@ -35,7 +44,7 @@ class SamplerConfig:
                 "sampler: set exactly one of target_docs (documents) or target_tokens (DeepSeek tokens)")
         for key in ("target_docs", "target_tokens"):
             v = getattr(self, key)
-            require(v is None or v > 0, f"sampler.{key}={v} must be a positive integer")
+            require(v is None or v == "all" or v > 0, f"sampler.{key}={v} must be a positive integer or 'all'")
         require(0 <= self.min_chars <= self.max_chars, "sampler: need 0 <= min_chars <= max_chars")
         require(0.0 < self.max_reject_fraction <= 1.0, "sampler.max_reject_fraction must be in (0, 1]")
         require(self.batch_size >= 1 and self.num_proc >= 1, "sampler.batch_size and sampler.num_proc must be >= 1")
@@ -49,7 +58,14 @@ class SamplerConfig:
         return "docs" if self.target_docs is not None else "tokens"
 
     @property
-    def target(self) -> int:
+    def take_all(self) -> bool:
+        return "all" in (self.target_docs, self.target_tokens)
+
+    @property
+    def target(self) -> int | None:
+        """The target in ``unit``; None for "all"."""
+        if self.take_all:
+            return None
         return int(self.target_docs if self.target_docs is not None else self.target_tokens)  # type: ignore[arg-type]
 
 

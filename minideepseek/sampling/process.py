@@ -13,7 +13,7 @@ from typing import Any
 from ..config import ConfigError
 from ..extract import FORMATS, ExtractConfig, extract_text
 from ..filters import DocContext, FilterChain
-from ..records import RawDoc, Reject, check_text, doc_id, snippet, text_hash, validate_text
+from ..records import RawDoc, Reject, check_text, doc_id, own_doc_id, snippet, text_hash, validate_text
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
         return reject(reason, detail, text)
     signals: dict[str, Any] = {"raw_chars": len(raw.text), "extract_ratio": round(len(text) / max(1, len(raw.text)), 4)}
     trace = [f"source:{s.source}:{raw.meta.get('component', '') or raw.fmt}", f"extract:{raw.fmt}"]
-    did = doc_id(s.source, raw.source_id)
+    did = own_doc_id(s.source, raw.source_id) if raw.own_id else doc_id(s.source, raw.source_id)
     mods: dict[str, int] = {}
     lang, lang_score = raw.lang or s.lang or None, None
     if s.filters:

@@ -236,9 +236,25 @@ class Taker:
         return k
 
 
-def run_quotas(takers: dict[str, Taker], weights: dict[str, float], target: int, unit: str,
+def take_all(takers: dict[str, Taker], weights: dict[str, float], unit: str) -> dict[str, dict]:
+    """``target: all``: read every source to the end (up to its max_epochs passes), then keep the largest mix
+    in the recipe's proportions, as ``shrink`` does: the scarcest source (relative to its weight) is used
+    whole and the others are cut to match. Running out is the plan here, so nothing counts as a shortfall."""
+    live = {n: w for n, w in weights.items() if w > 0}
+    for name in live:
+        takers[name].take_until(math.inf)
+    scale = min(takers[n].taken / w for n, w in live.items())
+    shrunk = apportion(scale, weights, integer=unit == "docs")
+    return {name: {"target_units": shrunk[name], "final_quota": shrunk[name], "shortfall": False,
+                   "keep": t.keep_count(shrunk[name])} for name, t in takers.items()}
+
+
+def run_quotas(takers: dict[str, Taker], weights: dict[str, float], target: int | None, unit: str,
                policy: str) -> dict[str, dict]:
-    """Fill every source's quota, handling shortfalls by ``policy``; return per-source outcome."""
+    """Fill every source's quota, handling shortfalls by ``policy``; return per-source outcome. ``target``
+    None is ``target: all`` (``take_all``)."""
+    if target is None:
+        return take_all(takers, weights, unit)
     active = dict(weights)
     fixed: dict[str, float] = {}
     first = apportion(target, weights, integer=unit == "docs")

@@ -14,6 +14,7 @@ from .config import MixSamplerConfig
 from .quota import Taker
 
 TOLERANCE_PP = 0.5  # acceptance: every source within 0.5 percentage points of its target share
+FILL_TOLERANCE = 0.01  # acceptance: the realized total within 1% of the target (a token quota lands within half a doc)
 
 
 def build_source_mix(cfg: MixSamplerConfig, takers: dict[str, Taker], outcome: dict[str, dict],
@@ -53,11 +54,13 @@ def build_source_mix(cfg: MixSamplerConfig, takers: dict[str, Taker], outcome: d
             "filtered": sum(t.stats.filtered.values()),
             **({"withdrawn": t.stats.withdrawn} if t.stats.withdrawn else {}),
         })
+    fill = None if sc.take_all else round(totals[sc.unit] / sc.target, 6)  # type: ignore[operator]
     return {
         "run": cfg.run.name,
         "seed": cfg.run.seed,
         "unit": sc.unit,
-        "target": sc.target,
+        "target": "all" if sc.take_all else sc.target,
+        "recipe": recipe_verdict(rows, sc.unit, sc.target, totals[sc.unit], sc.shortfall),
         "shortfall_policy": sc.shortfall,
         "token_counter": sc.token_counter,
         "tolerance_pp": TOLERANCE_PP,
@@ -66,8 +69,42 @@ def build_source_mix(cfg: MixSamplerConfig, takers: dict[str, Taker], outcome: d
                    "filtered": sum(r["filtered"] for r in rows),
                    "max_abs_deviation_pp": max((r["abs_deviation_pp"] for r in rows), default=0.0),
                    "all_within_tolerance": all(r["within_tolerance"] for r in rows),
-                   "target_fill": round(totals[sc.unit] / sc.target, 6)},
+                   "target_fill": fill},
     }
+
+
+def recipe_verdict(rows: list[dict[str, Any]], unit: str, target: int | None, realized: int,
+                   policy: str) -> dict[str, Any]:
+    """Was the recipe met? Every miss named: a source outside the share tolerance (with its share, target,
+    deviation and whether it ran short), and a total short of the target. A source that ran short but
+    stayed within tolerance is listed apart (its deficit went elsewhere, by ``policy``)."""
+    misses = []
+    for r in rows:
+        if not r["within_tolerance"]:
+            short = " (ran short)" if r["shortfall"] else ""
+            share = 100 * r[f"share_{unit}"]
+            misses.append({"source": r["source"], "kind": "share", "deviation_pp": r["deviation_pp"],
+                           "detail": f"{r['source']}{short}: {share:.2f}% of {unit} vs its "
+                                     f"{100 * r['target_share']:.1f}% target ({r['deviation_pp']:+.2f} pp; tolerance "
+                                     f"±{TOLERANCE_PP} pp, {abs(r['deviation_pp']) / TOLERANCE_PP:.1f}x)"})
+    if target is not None and realized < target * (1 - FILL_TOLERANCE):
+        misses.append({"source": None, "kind": "total", "detail": f"total: {realized:,} of the {target:,} {unit} "
+                       f"targeted ({100 * realized / target:.1f}%; policy `{policy}`)"})
+    short = [r["source"] for r in rows if r["shortfall"] and r["within_tolerance"]]
+    return {"met": not misses, "misses": misses, "short_within_tolerance": short,
+            "tolerance_pp": TOLERANCE_PP, "fill_tolerance": FILL_TOLERANCE}
+
+
+def verdict_line(mix: dict[str, Any]) -> str:
+    """One line for the stage's summary and the run summary: met, or every miss against its tolerance."""
+    rec = mix.get("recipe") or {}
+    if rec.get("met", True):
+        extra = (f"; ran short but within tolerance: {', '.join(rec['short_within_tolerance'])}"
+                 if rec.get("short_within_tolerance") else "")
+        target = "all the sources hold" if mix.get("target") == "all" else f"{mix['target']:,} {mix['unit']}"
+        return (f"recipe met: every source within ±{mix['tolerance_pp']} pp of its {mix['unit']} share, target "
+                f"{target}{extra}")
+    return "recipe MISSED: " + "; ".join(m["detail"] for m in rec["misses"])
 
 
 def source_mix_markdown(mix: dict[str, Any]) -> str:
@@ -75,8 +112,10 @@ def source_mix_markdown(mix: dict[str, Any]) -> str:
     lines = [
         f"# Source mix — run `{mix['run']}`",
         "",
-        f"Target: {mix['target']:,} {unit} (token counter: {mix['token_counter']}); shortfall policy: "
+        f"Target: {_target(mix)} (token counter: {mix['token_counter']}); shortfall policy: "
         f"`{mix['shortfall_policy']}`; tolerance ±{mix['tolerance_pp']} pp on the {unit} share.",
+        "",
+        f"**{verdict_line(mix)}**",
         "",
         "| source | target | docs | tokens | chars | share docs | share tokens | share chars | dev (pp) | epochs "
         "| rejects | filtered | ok |",
@@ -115,6 +154,13 @@ def source_mix_markdown(mix: dict[str, Any]) -> str:
             lines.append(f"- `{r['source']}` ran out after {r['passes_started']} pass(es) (max_epochs={r['max_epochs']}): "
                          f"{r[unit]:,} of {r['target_units']:,.0f} {unit}; policy `{mix['shortfall_policy']}`.")
     return "\n".join(lines) + "\n"
+
+
+def _target(mix: dict[str, Any]) -> str:
+    if mix["target"] == "all":
+        return (f"all ({mix['unit']}: every source read to the end, up to its max_epochs, and the mix scaled to "
+                "the scarcest source)")
+    return f"{mix['target']:,} {mix['unit']}"
 
 
 def _ingestion_markdown(ing: dict[str, Any]) -> list[str]:

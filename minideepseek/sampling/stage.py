@@ -16,6 +16,7 @@ one ``FileReport`` per input file of a local source (they are part of source_mix
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from collections import Counter
@@ -42,7 +43,7 @@ from .config import MixSamplerConfig
 from .filter_report import build_filter_report, filter_report_markdown
 from .process import ProcessSettings, process_batch
 from .quota import Taker, run_quotas
-from .report import build_source_mix, source_mix_markdown
+from .report import build_source_mix, source_mix_markdown, verdict_line
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +336,27 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
     return stage.commit(counters, extra={"token_counter": {"name": counter.name, "path": str(counter.path)}})
 
 
+def _mix(cfg: Any) -> dict[str, Any] | None:
+    path = cfg.run.run_dir / ARTIFACT / "source_mix.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
 def summary_line(cfg: Any, man: dict[str, Any]) -> str:
-    """The one line the stage script prints when it is done."""
+    """The one line the stage script prints when it is done: what was written, and whether the recipe was
+    met (every source that missed it, against the tolerance)."""
     c = man["counters"]
-    return f"mixed_raw: {c['docs']:,} docs in {cfg.run.run_dir / ARTIFACT}; report: {cfg.run.report_dir / 'source_mix.md'}"
+    mix = _mix(cfg)
+    verdict = f"\n{verdict_line(mix)}" if mix else ""
+    return (f"mixed_raw: {c['docs']:,} docs in {cfg.run.run_dir / ARTIFACT}; report: "
+            f"{cfg.run.report_dir / 'source_mix.md'}{verdict}")
+
+
+def strict_failure(cfg: Any, man: dict[str, Any]) -> str | None:
+    """With ``sampler.strict`` (``run_pipeline.sh --strict``): why this run must stop (exit 3), or None."""
+    if not cfg.sampler.strict:
+        return None
+    mix = _mix(cfg)
+    if mix is None or (mix.get("recipe") or {}).get("met", True):
+        return None
+    return (f"{verdict_line(mix)}; sampler.strict is set, so the pipeline stops here (exit 3). Raise the short "
+            "sources' max_epochs, lower the target, or drop --strict to accept the mix as sampled")

@@ -448,7 +448,8 @@ def row_to_raw(row: dict[str, Any], key: str, cfg: SourceConfig, default_url: st
     if bad_field is not None:
         return RawDoc(source_id=key, text=None, license=cfg.license,
                       error=f"lone_surrogate: field {bad_field!r} holds an unpaired surrogate")
-    sid = str(row[cfg.id_field]) if cfg.id_field and row.get(cfg.id_field) is not None else key
+    own = bool(cfg.id_field) and row.get(cfg.id_field) is not None  # the record's own id: kept verbatim
+    sid = str(row[cfg.id_field]) if own else key
     url = str(row.get(cfg.url_field) or "") if cfg.url_field else str(row.get("url") or default_url)
     lic = str(row.get("license") or cfg.license)
     if cfg.text_field not in row:
@@ -465,4 +466,5 @@ def row_to_raw(row: dict[str, Any], key: str, cfg: SourceConfig, default_url: st
     if bad:
         shown = text if isinstance(text, str) else None
         return RawDoc(source_id=sid, text=shown, url=url, license=lic, error=f"{bad[0]}: {bad[1]}")
-    return RawDoc(source_id=sid, text=text, fmt=cfg.fmt, url=url, license=lic, lang=cfg.lang, checked=True)
+    return RawDoc(source_id=sid, text=text, fmt=cfg.fmt, url=url, license=lic, lang=cfg.lang, checked=True,
+                  own_id=own)

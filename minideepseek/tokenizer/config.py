@@ -25,9 +25,10 @@ class TokenizerConfig:
 
     vocab_size: int = 150_000  # the seed's 150K; DeepSeek-V3 itself uses ~128K (set 128_000)
     min_frequency: int = 2
-    # a final vocabulary under vocab_size stops the stage (exit 1) unless this is true; the report and
-    # manifest then say how far it got and why
-    allow_smaller_vocab: bool = False
+    # true: a sample too small for vocab_size gives the vocabulary it can reach (every merge with frequency
+    # >= min_frequency), said in the log and listed as an automatic sizing decision (sizing.py); false: a
+    # smaller final vocabulary stops the stage (exit 2), as the demo config asks
+    allow_smaller_vocab: bool = True
     normalizer: Literal["none", "nfc", "nfkc"] = "none"
     # "deepseek": DeepSeek-V3's pre-split (digits in runs of <= 3, CJK runs isolated, punctuation+letters)
     # then ByteLevel — it compresses every demo domain better on out-of-component held-out text (see
@@ -55,7 +56,8 @@ class TokenizerConfig:
     eval_max_chars: int = 4_000_000
 
     def __post_init__(self) -> None:
-        require(1_000 <= self.vocab_size <= 1_000_000, f"tokenizer.vocab_size={self.vocab_size}: use 32_000..200_000")
+        require(1_000 <= self.vocab_size <= 1_000_000, f"tokenizer.vocab_size={self.vocab_size}: must be within "
+                f"1,000..1,000,000 (the seed's 150_000; DeepSeek-V3 uses ~128K)")
         require(self.min_frequency >= 1, "tokenizer.min_frequency must be >= 1")
         require(0.0 < self.sample_ratio <= 1.0, f"tokenizer.sample_ratio={self.sample_ratio} must be in (0, 1]; "
                 f"the seed's every-10th-row is 0.1")

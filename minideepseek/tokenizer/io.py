@@ -13,6 +13,7 @@ from tokenizers import Tokenizer
 
 from ..config import ConfigError
 from ..fastbpe import fast_encoder
+from ..invocation import venv_python
 from .config import EOT_ID, SPECIAL_TOKENS
 
 ENCODE_CHARS = 1 << 21  # characters per encode_batch_fast call (~0.5M tokens, ~55 MB of Encodings)
@@ -29,7 +30,7 @@ def load_tokenizer(path: Path, num_threads: int = 0) -> Tokenizer:
     if num_threads:
         os.environ["RAYON_NUM_THREADS"] = str(num_threads)
     if not path.is_file():
-        raise ConfigError(f"tokenizer {path} not found; run `python train_tokenizer.py` first")
+        raise ConfigError(f"tokenizer {path} not found; run `{venv_python()} train_tokenizer.py` first")
     tok = Tokenizer.from_file(str(path))
     for i, t in enumerate(SPECIAL_TOKENS):
         if tok.token_to_id(t) != i:

@@ -22,6 +22,7 @@ from ..mapped import take_texts
 from ..pipeline import MIXED_DEDUP, TOKENIZER
 from ..progress import Heartbeat
 from ..provenance import peak_rss_mb
+from ..sizing import Sizing
 from ..stage import InputRef, Manifest, StageRun, require_upstream
 from .build import new_tokenizer, new_trainer
 from .config import LOSSLESS_NORMALIZERS, SPECIAL_TOKENS, TokenizerConfig, TokenizerStageConfig
@@ -155,6 +156,9 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
         # fail before anything is written: a silently smaller vocabulary would change every downstream shape
         raise ConfigError(f"{STAGE}: vocab {final_vocab:,} < tokenizer.vocab_size {tc.vocab_size:,}: {why_not}; "
                           "or accept it with --set tokenizer.allow_smaller_vocab=true")
+    sizing = [] if reached else [Sizing(STAGE, "tokenizer.vocab_size", tc.vocab_size, final_vocab,
+                                        f"the {train_chars:,}-character training sample has no more merges with "
+                                        f"frequency >= {tc.min_frequency}").announce().to_json()]
     for i, t in enumerate(SPECIAL_TOKENS):
         assert tok.token_to_id(t) == i, f"special token {t} must have id {i}"
     tok.save(str(tmp / "tokenizer.json"))
@@ -201,15 +205,13 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
     }
     write_json_atomic(tmp / "tokenizer_eval.json", report)
     write_text_atomic(tmp / "tokenizer_eval.md", eval_markdown(report))
-    if not reached:
-        log.warning("%s: vocab %s < target %s (allowed by tokenizer.allow_smaller_vocab): %s", STAGE,
-                    f"{final_vocab:,}", f"{tc.vocab_size:,}", why_not)
     counters = {"vocab_size": final_vocab, "vocab_target": tc.vocab_size, "reached_target": reached,
                 "train_docs": len(train_idx), "train_chars": train_chars,
                 "heldout_docs": sum(len(s.heldout) + len(s.heldout_component) for s in splits.values()),
                 "sample_per_source": sample_stats,
                 "round_trip": round_trip}
-    return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss})
+    return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss,
+                                         "sizing": sizing})
 
 
 def summary_line(cfg: Any, man: dict[str, Any]) -> str:

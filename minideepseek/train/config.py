@@ -95,6 +95,12 @@ class TrainConfig:
     # stage 1): [{until: 0.8, weights: {src: w, ...}}, {until: 1.0, weights: {...}}]
     mixture: tuple[MixturePhase, ...] = ()
     max_epochs_per_source: float = 16.0  # error above this many epochs of a source (warning above 4)
+    # Small data (train/autosize.py, sizing.py): seq_len to the packed block length, val_blocks to at most
+    # val_share of the blocks, max_steps to max_epochs passes over the training windows; each said in the
+    # log and the summary. false: the values as set (a config that does not fit is an error).
+    auto_size: bool = True
+    max_epochs: float = 4.0
+    val_share: float = 0.1
 
     def __post_init__(self) -> None:
         require(self.n_layer >= 1 and self.d_model >= 8 and self.n_head >= 1, "train: need n_layer >= 1, "
@@ -119,6 +125,8 @@ class TrainConfig:
                 f"train.stop_at_step={self.stop_at_step} must be 0 (off) or below max_steps={self.max_steps}")
         require(self.max_epochs_per_source > 0, "train.max_epochs_per_source must be > 0 (16 default)")
         require(self.bench_steps >= 0 and self.log_interval >= 1, "train.bench_steps >= 0, train.log_interval >= 1")
+        require(self.max_epochs > 0, f"train.max_epochs={self.max_epochs} must be > 0 (4 default)")
+        require(0 < self.val_share < 1, f"train.val_share={self.val_share} must be in (0, 1) (0.1 default)")
 
 
 @dataclass(frozen=True)

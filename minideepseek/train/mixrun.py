@@ -215,7 +215,7 @@ def plot_mixture(r: dict[str, Any], path: Any) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=100)
     wins = r["window"]["windows"]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, n in enumerate(r["sources"]):
@@ -235,7 +235,8 @@ def plot_mixture(r: dict[str, Any], path: Any) -> bool:
     ax.set_title(f"Training mixture: max deviation {r['max_phase_deviation_pp']} pp per phase, "
                  f"{r['window']['max_deviation_pp']} pp per window")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    # below the axes, not inside them: inside, the legend covered a source's line
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)

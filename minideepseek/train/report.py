@@ -145,7 +145,7 @@ def report_markdown(r: dict[str, Any]) -> str:
                      f"incl. evaluation); doc mask {'on' if r['doc_mask'] else 'off'}"
                      + (f"; mask on {th['mask_bench']['with_mask']:,.0f} vs off {th['mask_bench']['without_mask']:,.0f}"
                         if th.get("mask_bench") else "")),
-        ("peak memory", f"{r['memory']['peak_mb']:,.0f} MB ({r['memory']['kind']})"),
+        ("peak memory", f"{r['memory']['peak_mb']:,.0f} MB ({r['memory']['kind']}" + _heap_note(r["memory"]) + ")"),
         ("样本解码 decodes", f"{len(r['samples']['packed'])} packed training samples + {len(r['samples']['generated'])} "
                           f"model generations (below)"),
         ("失败样本处理 failures", "see *Failure handling* below"),
@@ -184,3 +184,15 @@ def report_markdown(r: dict[str, Any]) -> str:
     out += ["", f"Config hash `{r['config_hash'][:12]}`; metrics per step in `{r['artifact']}/metrics.jsonl`, "
             f"batches per step and rank in `batches.jsonl`, final checkpoint `checkpoint.pt`.", ""]
     return "\n".join(out)
+
+
+def _heap_note(mem: dict) -> str:
+    """What the CPU peak counts, and whether the heap guard had to hand memory back (train/heap.py)."""
+    heap = mem.get("heap") or {}
+    if not heap or not mem.get("counts"):
+        return ""
+    trims = heap.get("trims", 0)
+    guard = (f"; heap guard: {trims} trim(s) released {heap.get('released_mb', 0):,.0f} MB above the "
+             f"{heap.get('limit_rss_mb') or 0:,.0f} MB limit" if trims else
+             f"; never above the heap guard's {heap.get('limit_rss_mb') or 0:,.0f} MB limit")
+    return f": {mem['counts']}{guard}"

@@ -11,6 +11,7 @@ reads depend on it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -24,11 +25,13 @@ from tokenizers import Tokenizer
 
 from ..config import to_plain
 from ..fsio import write_json_atomic, write_text_atomic
+from ..invocation import venv_python
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER
 from ..progress import Laps
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
 from ..stage import InputRef, Manifest, StageRun, StaleInputError, publish_reports, require_upstream
+from .autosize import fit_to_data
 from .config import TrainStageConfig
 from .dist import DistEnv
 from .loader import PackedBlocks, SamplePlan
@@ -52,6 +55,12 @@ log = logging.getLogger(__name__)
 STAGE = "smoke_train"
 ARTIFACT = SMOKE_TRAIN
 SCHEMA_VERSION = 1
+# What the report's peak RSS is: stated with it, so a reader knows what to compare it with.
+MEMORY_COUNTS = ("the largest resident set of rank 0's process (ru_maxrss, or of a waited-for child when larger): "
+                 "the Python interpreter and torch's libraries, the model, gradients and AdamW state, one micro-batch's "
+                 "activations and one loss chunk's logits (loss_chunk x vocab floats), the tokenizer, and the pages "
+                 "of the memory-mapped packed shards it has read; freed heap blocks glibc keeps for the next step "
+                 "count too (bounded by train/heap.py)")
 # Timings/memory, and torch.save's non-byte-stable file; state_digest.json + batches.jsonl are
 # reproducible on CPU and make up the fingerprint.
 VOLATILE = ("metrics.jsonl", "checkpoint.pt", *REPORT_FILES, "mixture.png")
@@ -67,7 +76,7 @@ def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], conf
     packed_tok = {i["name"]: i["fingerprint"] for i in packed.get("inputs", [])}.get(TOKENIZER)
     if packed_tok != tok_man["fingerprint"]:
         raise StaleInputError(f"{run_dir / PACKED} was packed with a different tokenizer than {run_dir / TOKENIZER}; "
-                              f"rerun `python pack_shuffle.py --config {config_path}`")
+                              f"rerun `{venv_python()} pack_shuffle.py --config {config_path}`")
     inputs = [InputRef(name=PACKED, path=str(run_dir / PACKED), fingerprint=packed["fingerprint"]),
               InputRef(name=TOKENIZER, path=str(run_dir / TOKENIZER), fingerprint=tok_man["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
@@ -97,11 +106,14 @@ def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], conf
 
 def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, Any], tok_man: dict[str, Any],
                      env: DistEnv, amp: torch.dtype | None, threads: int) -> dict[str, Any]:
-    tc, seed, run_dir = cfg.train, cfg.run.seed, cfg.run.run_dir
+    seed, run_dir = cfg.run.seed, cfg.run.run_dir
     tok_path = run_dir / TOKENIZER / "tokenizer.json"
     tok = Tokenizer.from_file(str(tok_path))
     vocab = tok.get_vocab_size()
     blocks = PackedBlocks(run_dir / PACKED)
+    # settings the packed data cannot support, lowered and said (train/autosize.py); the report shows them
+    tc, sizing = fit_to_data(cfg.train, blocks.num_blocks, blocks.seq_len, env.world)
+    cfg = dataclasses.replace(cfg, train=tc)
     plan = SamplePlan(blocks, tc.seq_len, tc.val_blocks, seed, vocab_size=vocab,
                       val_windows_per_block=tc.val_windows_per_block, strata=source_ranges(packed))
     log.info("%s: %s blocks of %s from %s -> %s training samples of %s (%s held-out blocks); vocab %s; %s rank(s) "
@@ -125,7 +137,7 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
         if mixture is not None:
             val = val_loss_by_source(res.model, plan, packed["by_source"], tc, env.device, amp)
             write_mixture(stage, mixture, plan, packed["by_source"], res.batches, tc, val)
-        out = _write(cfg, stage, res, plan, tok, tok_path, tok_man, packed, env, amp, identity, wall, threads)
+        out = _write(cfg, stage, res, plan, tok, tok_path, tok_man, packed, env, amp, identity, wall, threads, sizing)
         publish_reports(stage.final_dir, cfg.run.report_dir, MIXTURE_FILES)
         shutil.rmtree(ckpts.dir, ignore_errors=True)  # the artifact holds the final checkpoint
     passed = env.broadcast_object(out.get("counters", {}).get("passed"))
@@ -136,7 +148,7 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
 
 def _write(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: SamplePlan, tok: Tokenizer, tok_path: Path,
            tok_man: dict[str, Any], packed: dict[str, Any], env: DistEnv, amp: torch.dtype | None,
-           identity: dict[str, Any], wall: float, threads: int) -> dict[str, Any]:
+           identity: dict[str, Any], wall: float, threads: int, sizing: list[dict[str, Any]]) -> dict[str, Any]:
     tc, seed = cfg.train, cfg.run.seed
     tmp = stage.tmp_dir
     assert tmp is not None
@@ -164,6 +176,7 @@ def _write(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: Sampl
 
     report = build_report(cfg, stage, res, plan, tok_path, tok_man, packed, env, amp, bench, packed_dec, gens, wall,
                           threads)
+    report["sizing"] = sizing
     plot(res.history, res.val, report["loss"]["spikes"], tmp / "smoke_train_loss.png",
          f"{cfg.run.name}: {report['model']['params']['total'] / 1e6:.1f}M params, {report['batch']['global_tokens']:,} "
          f"tokens/step")
@@ -178,7 +191,8 @@ def _write(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan: Sampl
                 "median_tokens_per_s": report["throughput"]["median_tokens_per_s"], "passed": c["passed"],
                 "criteria": {k: c[k]["ok"] for k in ("loss_finite", "loss_decreased", "val_decreased")},
                 "status": res.status, "resumed_from": res.resumed_from}
-    man = stage.commit(counters, volatile=VOLATILE, extra={"device": str(env.device), "dtype": report["dtype"]})
+    man = stage.commit(counters, volatile=VOLATILE, extra={"device": str(env.device), "dtype": report["dtype"],
+                                                           "sizing": sizing})
     publish_reports(stage.final_dir, cfg.run.report_dir, REPORT_FILES)
     log.info("%s: criteria %s", STAGE, "; ".join(f"{k}: {'ok' if c[k]['ok'] else 'FAILED'} ({c[k]['detail']})"
                                                  for k in ("loss_finite", "loss_decreased", "val_decreased")))
@@ -224,7 +238,7 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
                        "train_s": round(res.train_s, 1), "eval_s": round(res.eval_s, 1), "mask_bench": bench},
         "memory": {"peak_mb": max((h["mem_mb"] for h in res.history), default=peak_rss_mb()),
                    "kind": "torch.cuda.max_memory_allocated" if env.device.type == "cuda" else "peak RSS (ru_maxrss)",
-                   "peak_rss_mb": peak_rss_mb()},
+                   "peak_rss_mb": peak_rss_mb(), "counts": MEMORY_COUNTS, "heap": res.heap},
         "samples": {"packed": packed_dec, "generated": gens},
         "criteria": criteria(res.history, val, res.status),
         "config": to_plain(tc),

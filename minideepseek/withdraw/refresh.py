@@ -26,7 +26,7 @@ from ..profile import profile_dataset, profile_markdown
 from ..records import base_id, trace_component
 from ..rng import rng_for
 from ..sampling.filter_report import filter_report_markdown
-from ..sampling.report import TOLERANCE_PP, source_mix_markdown
+from ..sampling.report import TOLERANCE_PP, recipe_verdict, source_mix_markdown
 from ..tokenizer.config import EOT_ID
 from ..tokenizer.report import eval_markdown
 from .locate import iter_batches, shard_paths
@@ -105,7 +105,10 @@ def refresh_mixed_raw(tmp: Path, bases: set[str], entry: dict[str, Any]) -> None
     t.update(totals)
     t["max_abs_deviation_pp"] = max((r["abs_deviation_pp"] for r in mix["sources"]), default=0.0)
     t["all_within_tolerance"] = all(r["within_tolerance"] for r in mix["sources"])
-    t["target_fill"] = round(totals[unit] / mix["target"], 6)
+    target = None if mix["target"] == "all" else mix["target"]
+    t["target_fill"] = None if target is None else round(totals[unit] / target, 6)
+    if "recipe" in mix:  # the verdict after the withdrawal (a withdrawn document may push a source out of tolerance)
+        mix["recipe"] = recipe_verdict(mix["sources"], unit, target, totals[unit], mix["shortfall_policy"])
     mix, n = redact(mix, bases)
     _note(mix, entry, n)
     _save(tmp, "source_mix", mix, source_mix_markdown)

@@ -30,6 +30,7 @@ from .. import pipeline, runlock
 from ..arrow_io import iter_dataset_rows, read_columns
 from ..config import ConfigError
 from ..fsio import atomic_writer, write_json_atomic, write_text_atomic
+from ..invocation import venv_python
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER, Plan
 from ..stage import ArtifactEdit, live_suffix, publish_reports, read_manifest, restore_interrupted_swap, verify_before_use
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
@@ -75,20 +76,22 @@ class Withdrawal:
         with runlock.hold(self.run_dir):  # no stage may write this run while it is edited (and no 2nd withdrawal)
             return self._request(selectors, who, why, retrain_tokenizer, dry_run)
 
-    def _verify(self) -> None:
+    def _verify(self, dry_run: bool = False) -> None:
         """Every artifact is checked against its manifest before anything is read or rewritten: a damaged
         shard must be refused here, not re-hashed into a "verified" withdrawal."""
-        for art in pipeline.artifacts():
-            restore_interrupted_swap(self.run_dir / art)
+        if not dry_run:  # a dry run writes nothing: not even the recovery of an interrupted swap
+            for art in pipeline.artifacts():
+                restore_interrupted_swap(self.run_dir / art)
         verify_before_use(self.run_dir, pipeline.artifacts(), self.config_path)
 
     def _request(self, selectors: list[Selector], who: str, why: str, retrain_tokenizer: bool,
                  dry_run: bool) -> int:
-        self._verify()
+        self._verify(dry_run)
         t = ticket_id(selectors)
         state = self.log.tickets().get(t)
         if state is not None and state.applied is not None:
-            self.log.append({"event": "repeat", "ticket": t, "who": who, "why": why, "when": now_utc()})
+            if not dry_run:
+                self.log.append({"event": "repeat", "ticket": t, "who": who, "why": why, "when": now_utc()})
             print(f"ticket {t} was already applied on {state.applied['when']} ({len(state.docs or [])} documents); "
                   f"nothing to do. Release note: {self.report_dir / 'release_note.md'}")
             return EXIT_OK
@@ -98,12 +101,15 @@ class Withdrawal:
         other = [x for x, st in self.log.tickets().items() if st.pending]
         if other:  # finish it first: its recorded figures assume the artifacts it saw
             raise ConfigError(f"ticket {other[0]} was interrupted and is not finished; run "
-                              f"`python withdraw.py --resume` first, then repeat this request. Nothing changed.")
+                              f"`{venv_python()} withdraw.py --resume` first, then repeat this request. Nothing changed.")
         docs = resolve(self.run_dir, selectors, t, self.wc.duplicates)
         if not docs:
+            what = ", ".join(f"--{s.kind} {s.value!r}" for s in selectors)
+            if dry_run:
+                print(f"no document in {self.run_dir / 'mixed_raw'} matches {what} (dry run: nothing written)")
+                return EXIT_NOT_FOUND
             self.log.append({"event": "not_found", "ticket": t, "selectors": [s.to_json() for s in selectors],
                              "who": who, "why": why, "when": now_utc()})
-            what = ", ".join(f"--{s.kind} {s.value!r}" for s in selectors)
             print(f"no document in {self.run_dir / 'mixed_raw'} matches {what}; nothing changed "
                   f"(logged as not_found in {self.log.path})")
             return EXIT_NOT_FOUND
