@@ -13,6 +13,7 @@ stage 3 inside itself). Ranks of ``smoke_train.py --nproc N`` inherit the launch
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -92,6 +93,9 @@ def acquire(run_dir: Path, what: str | None = None) -> int:
     try:
         fd = _open(path)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink: never lock (or write) through it
+            raise ConfigError(f"{path} is a symbolic link; the run lock must be a regular file: remove the link, "
+                              f"then rerun") from None
         if exc.filename is None:
             exc.filename = str(path)
         raise

@@ -137,6 +137,16 @@ def test_second_process_on_the_run_exits_2_naming_the_holder(run, capsys):
     assert not runlock.held(run / "data/t")  # and this command released its own
 
 
+def test_a_linked_lock_file_is_refused(run, tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    lock = run / "data/t/.lock"
+    lock.unlink(missing_ok=True)  # the copied run has the lock file its stages left (no lock: just a file)
+    lock.symlink_to(victim)
+    assert pack_shuffle.main(["--config", "t.yaml"]) == 2
+    assert "symbolic link" in _one_error_line(capsys.readouterr().err) and victim.read_text() == "precious\n"
+
+
 def test_live_temp_dirs_survive_a_withdrawal(run, capsys):
     holder = _holder(run / "elsewhere")  # a live process (its own run): its pid names a temp dir here
     try:
