@@ -5,7 +5,7 @@
 #   bash run_pipeline.sh --config configs/classroom.yaml   # all 5 stages in a lesson (README "In class")
 #   bash run_pipeline.sh --from mix_sampler --force   # rerun from one stage on
 #   bash run_pipeline.sh --only mix_sampler --set sampler.target_docs=2000 --set run.name=docs2000
-#   NPROC=2 bash run_pipeline.sh --only smoke_train   # smoke train under torchrun, 2 processes
+#   NPROC=2 bash run_pipeline.sh --only smoke_train   # smoke train on 2 ranks (smoke_train.py --nproc 2; no open port)
 #   bash run_pipeline.sh withdraw --id ID --why "..."  # deletion request (withdraw.py), then rerun what is stale
 #   bash run_pipeline.sh --executor ray [--ray-address HOST:6379]   # stages 1-4 on a Ray cluster (same artifacts)
 #   bash run_pipeline.sh --log-level DEBUG            # DEBUG, INFO (default), WARNING, ERROR, CRITICAL
@@ -22,7 +22,7 @@ LISTPY=python3; [ -x .venv/bin/python ] && LISTPY=.venv/bin/python
 read -r -a STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list)"
 read -r -a EXEC_STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list --executor)"
 read -r -a TORCHRUN_STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list --torchrun)"
-NPROC=${NPROC:-1}   # smoke_train processes: NPROC=2 runs it under torchrun (gloo on CPU, NCCL on GPUs)
+NPROC=${NPROC:-1}   # smoke_train ranks: NPROC=2 runs it with --nproc 2 (gloo on CPU, NCCL on GPUs; file rendezvous)
 
 usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
 CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=() WITHDRAW=() EXEC=() LOGL=()
@@ -113,7 +113,7 @@ for stage in "${STAGES[@]}"; do
   launch=("$PY" "$stage.py")
   [[ " ${EXEC_STAGES[*]} " =~ " $stage " ]] && launch+=(${EXEC[@]+"${EXEC[@]}"})   # --executor: the CPU stages
   if [[ " ${TORCHRUN_STAGES[*]} " =~ " $stage " ]] && [ "$NPROC" -gt 1 ]; then
-    launch=(.venv/bin/torchrun --standalone --nproc_per_node="$NPROC" "$stage.py")
+    launch+=(--nproc "$NPROC")   # ranks meet through a private file store, not torchrun's TCP rendezvous
   fi
   current=$stage
   rc=0

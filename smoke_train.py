@@ -1,9 +1,14 @@
 """Stage 5: train a small decoder-only transformer on the packed shards; loss, tokens/s, decodes.
 
     .venv/bin/python smoke_train.py --config configs/demo.yaml                  # one process (CPU or one GPU)
-    torchrun --standalone --nproc_per_node=2 smoke_train.py --config configs/demo.yaml   # gloo on CPU
-    torchrun --standalone --nproc_per_node=8 smoke_train.py --config configs/gpu_8x.yaml # NCCL, bf16
+    .venv/bin/python smoke_train.py --config configs/demo.yaml --nproc 2        # 2 ranks, gloo on CPU
+    .venv/bin/python smoke_train.py --config configs/gpu_8x.yaml --nproc 8      # 8 ranks, NCCL on cuda:0-7, bf16
     .venv/bin/python smoke_train.py --config configs/demo.yaml --set train.max_steps=50 --set train.doc_mask=false
+
+--nproc N starts N ranks on this machine with no network rendezvous: they meet through a file store
+in a private temp dir and their collectives use loopback only (minideepseek/train/launch.py; no port
+is opened on another interface). Multi-node runs under torchrun are for trusted networks only
+(docs/security.md).
 
 Writes data/<run>/smoke_train/ (metrics.jsonl, batches.jsonl, checkpoint.pt, report) and
 reports/<run>/smoke_train.{md,json} + smoke_train_loss.png. An interrupted run resumes from its last
@@ -49,11 +54,39 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return build_stage_parser("smoke_train.py", __doc__ or "", executor=False)
+    p = build_stage_parser("smoke_train.py", __doc__ or "", executor=False)
+    p.add_argument("--nproc", type=int, default=1, metavar="N",
+                   help="ranks on this machine (default 1): gloo on CPU, NCCL with one GPU each; no TCP rendezvous")
+    return p
+
+
+def _launch(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--nproc N``: validate the config, hold the run lock, start the ranks (train/launch.py)."""
+    from minideepseek.config import build
+    from minideepseek.runconfig import RunConfig, load_tree
+    from minideepseek.train.launch import launch, strip_nproc
+
+    out = {"rc": 0}
+
+    def body(a: argparse.Namespace) -> None:
+        run = build(RunConfig, load_tree(a.config, a.overrides).get("run") or {}, "run")
+        # each rank runs the script this process runs (a wrapper such as tests/compiled_smoke_train.py
+        # sets options before calling main: its ranks must get them too)
+        started = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") and os.path.isfile(sys.argv[0]) else __file__
+        out["rc"] = launch(os.path.abspath(started), strip_nproc(argv), a.nproc, run.run_dir)
+
+    return run_cli(body, args) or out["rc"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.nproc < 1:
+        print(f"error: --nproc {args.nproc}: give 1 or more ranks", file=sys.stderr)
+        return 2
+    if args.nproc > 1 and "RANK" not in os.environ:
+        setup_logging(args.log_level)
+        return _launch(args, argv)
     setup_logging(args.log_level if RANK == 0 else "WARNING")
     if RANK:
         for h in logging.getLogger().handlers:

@@ -20,6 +20,9 @@ from typing import Any
 import datasets
 import pyarrow as pa
 
+from .config import ConfigError
+from .fsio import UnsafePathError, inside
+
 ROW_BATCH = 512  # rows per record batch written by DatasetWriter.append
 
 
@@ -125,16 +128,26 @@ def _file_sha256(path: Path) -> str:
 
 
 def shard_paths(ds_dir: Path) -> list[Path]:
-    """The data files a ``save_to_disk`` directory lists in its state.json (no globbing)."""
-    state = json.loads((Path(ds_dir) / "state.json").read_text(encoding="utf-8"))
-    return [Path(ds_dir) / f["filename"] for f in state["_data_files"]]
+    """The data files a ``save_to_disk`` directory lists in its state.json (no globbing). Each name must
+    stay inside the directory (``fsio.inside``): a crafted ``../`` or absolute entry is refused, never read."""
+    ds_dir = Path(ds_dir)
+    try:
+        state = json.loads((ds_dir / "state.json").read_text(encoding="utf-8"))
+        names = [f["filename"] for f in state["_data_files"]]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{ds_dir / 'state.json'} is not a dataset state file ({type(exc).__name__}); rebuild the "
+                          f"artifact") from None
+    try:
+        return [inside(ds_dir, n) for n in names]
+    except UnsafePathError as exc:
+        raise ConfigError(f"{ds_dir / 'state.json'} lists a data file outside the dataset: {exc}; the artifact "
+                          f"cannot be trusted, rebuild it") from None
 
 
 def iter_dataset_rows(ds_dir: Path, columns: list[str] | None = None, batch_size: int = 1000) -> Iterator[dict[str, Any]]:
     """Stream rows of a saved dataset directory without loading it all (memory-mapped shards)."""
-    state = json.loads((Path(ds_dir) / "state.json").read_text())
-    for f in state["_data_files"]:
-        with pa.memory_map(str(Path(ds_dir) / f["filename"])) as src:
+    for path in shard_paths(ds_dir):
+        with pa.memory_map(str(path)) as src:
             reader = pa.ipc.open_stream(src)
             for batch in reader:
                 if columns:
@@ -148,10 +161,9 @@ def read_columns(ds_dir: Path, columns: list[str]) -> dict[str, list[Any]]:
 
     ``datasets``' ``ds["col"]`` returns a lazy Column whose ``[i]`` re-selects the table on every
     access (measured: hours for 1M rows); a list is what per-document loops need."""
-    state = json.loads((Path(ds_dir) / "state.json").read_text())
     out: dict[str, list[Any]] = {c: [] for c in columns}
-    for f in state["_data_files"]:
-        with pa.memory_map(str(Path(ds_dir) / f["filename"])) as src:
+    for path in shard_paths(ds_dir):
+        with pa.memory_map(str(path)) as src:
             for batch in pa.ipc.open_stream(src):  # batch by batch: the text column is never copied
                 for c in columns:
                     out[c].extend(batch.column(c).to_pylist())

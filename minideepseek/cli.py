@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .config import ConfigError
+from .fsio import UnsafePathError, printable
 
 DEFAULT_CONFIG = "configs/demo.yaml"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -104,10 +105,13 @@ def run_stage(args: argparse.Namespace, name: str, call: Any) -> tuple[Any, dict
 def stage_plan(args: argparse.Namespace, name: str, quiet: bool = False) -> tuple[Any, Any]:
     """(plan, config) of stage ``name`` for this command: the config file is parsed once, and the plan
     also gives the config hashes the stage's upstream artifacts must carry."""
+    from . import runlock
     from .pipeline import Plan
 
     plan = Plan(args.config, args.overrides)
-    return plan, plan.config(name, quiet=quiet)
+    cfg = plan.config(name, quiet=quiet)
+    runlock.acquire(cfg.run.run_dir)  # one command per run directory (released when run_cli returns)
+    return plan, cfg
 
 
 @contextmanager
@@ -155,13 +159,15 @@ def run_cli(fn, args: argparse.Namespace, validate: bool = True) -> int:  # type
 
     Before anything runs, every stage section of the config file is validated (``validate``), and the
     command line is remembered so hints repeat it (``invocation``)."""
-    from . import invocation
+    from . import invocation, runlock
 
     invocation.remember(args)
+    locks = runlock.held_now()
     try:
         return _run_cli(fn, args, validate)
     finally:
         invocation.forget()  # a library call after this one (tests, notebooks) must not inherit the command
+        runlock.release_keys(runlock.held_now() - locks)  # the run locks this command took
 
 
 def inv_script(args: argparse.Namespace) -> str | None:
@@ -177,9 +183,10 @@ def _run_cli(fn, args: argparse.Namespace, validate: bool) -> int:  # type: igno
 
             validate_all(args.config, args.overrides)
         fn(args)
-    except ConfigError as exc:
-        # once: the log handler and this line both go to stderr, so logging it too printed it twice
-        print(f"error: {exc}", file=sys.stderr)
+    except (ConfigError, UnsafePathError) as exc:
+        # once: the log handler and this line both go to stderr, so logging it too printed it twice. One
+        # line, control characters escaped: a message quotes paths and values from files and configs
+        print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except StrictFailure as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -198,7 +205,7 @@ def _run_cli(fn, args: argparse.Namespace, validate: bool) -> int:  # type: igno
     except OSError as exc:
         if exc.errno not in _ENV_ERRNOS:
             raise
-        where = f" {exc.filename}" if exc.filename else ""
+        where = f" {printable(str(exc.filename))}" if exc.filename else ""
         print(f"error: cannot write{where}: {exc.strerror or exc} (errno {errno.errorcode.get(exc.errno, exc.errno)}); "
               "free space or fix the permissions of that path, or point run.data_dir/run.reports_dir elsewhere",
               file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -214,3 +215,12 @@ def require(cond: bool, msg: str) -> None:
     """Validation helper for ``__post_init__``: raise ConfigError(msg) unless cond."""
     if not cond:
         raise ConfigError(msg)
+
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def is_path_name(value: object) -> bool:
+    """A name that becomes one path component (a run, a source): letters, digits, ``_``, ``-``, ``.``,
+    and not made of dots only (``.``/``..`` would name the directory itself or its parent)."""
+    return isinstance(value, str) and bool(_NAME.fullmatch(value)) and value.strip(".") != ""

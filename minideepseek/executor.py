@@ -20,6 +20,9 @@ import contextlib
 import logging
 import multiprocessing as mp
 import os
+import secrets
+import shutil
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -155,15 +158,79 @@ def loopback_only() -> Iterator[None]:
         ray_constants.ENABLE_RAY_CLUSTER = old
 
 
+AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+class PrivateRay:
+    """What a local instance needs so that other users of the machine cannot use it: a fresh private
+    directory (``mkdtemp``, mode 0700) holding Ray's temp tree (Ray makes its own temp dir world-writable,
+    so it goes one level down, where nobody else can even look) and a random token (file mode 0600)
+    that Ray's token authentication (``RAY_AUTH_MODE=token``, Ray >= 2.52) requires on every GCS, raylet
+    and worker RPC. Loopback alone kept other machines out but let any local user submit tasks, i.e.
+    run code as the user who started the run. Undone (environment restored, directory removed) by
+    ``close``."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="mds-ray-"))
+        self.temp_dir = self.dir / "ray"
+        self.token_path = self.dir / "auth_token"
+        fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+        self._old = {k: os.environ.get(k) for k in AUTH_VARS}
+        os.environ.pop("RAY_AUTH_TOKEN", None)  # it would take precedence over our file
+        os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_path)})
+        _refresh_ray_auth()
+
+    def close(self) -> None:
+        for k, v in self._old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _refresh_ray_auth()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _refresh_ray_auth() -> None:
+    """Ray caches its config and token per process: make it read the environment again."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+_PRIVATE: PrivateRay | None = None
+
+
 def ray_init(address: str | None = None, num_cpus: int | None = None) -> Any:
-    """``ray.init`` for a run: join ``address``, or start a local instance bound to loopback."""
+    """``ray.init`` for a run: join ``address``, or start a local instance bound to loopback, with token
+    authentication and its temp tree in a private directory (``PrivateRay``; ``ray_shutdown`` undoes it)."""
     import ray
 
+    global _PRIVATE
     kw = ray_init_kwargs(address, num_cpus)
     if address:
         return ray.init(**kw)
-    with loopback_only():
-        return ray.init(**kw)
+    _PRIVATE = PrivateRay()
+    try:
+        with loopback_only():
+            return ray.init(**kw, _temp_dir=str(_PRIVATE.temp_dir))
+    except BaseException:
+        ray_shutdown()
+        raise
+
+
+def ray_shutdown() -> None:
+    """Stop the Ray connection (and the local instance ``ray_init`` started), then remove its private dir."""
+    import ray
+
+    global _PRIVATE
+    if ray.is_initialized():
+        ray.shutdown()
+    if _PRIVATE is not None:
+        _PRIVATE.close()
+        _PRIVATE = None
 
 
 class RayExecutor:
@@ -224,7 +291,7 @@ class RayExecutor:
         import ray
 
         if self._owns and ray.is_initialized():
-            ray.shutdown()
+            ray_shutdown()
 
 
 def make_executor(spec: ExecutorSpec | None) -> LocalExecutor | RayExecutor:

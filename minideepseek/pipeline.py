@@ -43,7 +43,9 @@ class StageSpec:
     remove_ids: str | None = None
     runner: str = ""  # "module:function": run(cfg, upstream_hashes, config_path, force=, executor=) -> Manifest
     executor: bool = True  # takes --executor local|ray (the CPU stages)
-    torchrun: bool = False  # run_pipeline.sh launches it under torchrun when NPROC > 1
+    # run_pipeline.sh launches NPROC ranks of it (``--nproc``, no TCP rendezvous) when NPROC > 1; the name
+    # (and ``list --torchrun``) is kept for the scripts that read it
+    torchrun: bool = False
 
     @property
     def script(self) -> str:

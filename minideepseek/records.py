@@ -48,6 +48,7 @@ REJECT_REASONS = (
     "binary_control_chars",  # any U+0000, or > 1% control characters in the text as read
     "truncated_record",      # the last, partial line of a cut-off compressed stream
     "too_long",              # longer than sampler.max_chars (or a line too long to hold such a text)
+    "bad_record",            # any other exception while converting or validating the record (named in detail)
     # after extraction / cleanup
     "empty", "too_short", "binary", "extract_failed",
 )

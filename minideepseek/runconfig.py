@@ -11,12 +11,11 @@ import copy
 import dataclasses
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .config import ConfigError, apply_overrides, build, load_yaml, require, to_plain
+from .config import ConfigError, apply_overrides, build, is_path_name, load_yaml, require, to_plain
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,8 +54,8 @@ class RunConfig:
     EXEC_ONLY: ClassVar[tuple[str, ...]] = ("deletion_log", "verify")
 
     def __post_init__(self) -> None:
-        require(bool(re.fullmatch(r"[A-Za-z0-9_.-]+", self.name)),
-                f"run.name={self.name!r}: use letters, digits, '_', '-', '.' only (it names directories)")
+        require(is_path_name(self.name), f"run.name={self.name!r}: use letters, digits, '_', '-', '.' only, not dots "
+                                         f"alone (it names directories under run.data_dir and run.reports_dir)")
         # reports/examples/ holds the committed example reports (scripts/regen_examples.sh): a run there
         # would overwrite tracked files
         require(self.name != RESERVED_RUN_NAME, f"run.name={self.name!r} is reserved for the committed example reports "

@@ -27,8 +27,9 @@ from typing import Any
 
 import psutil
 
+from . import runlock
 from .config import ConfigError, config_hash, to_plain
-from .fsio import sha256_file, write_json_atomic
+from .fsio import UnsafePathError, copy_atomic, inside, sha256_file, write_json_atomic
 from .provenance import git_commit, package_versions, peak_rss_mb
 
 log = logging.getLogger(__name__)
@@ -59,9 +60,16 @@ def verify_artifact(adir: Path, man: dict[str, Any], mode: str = "sha256", rebui
     files = man.get("outputs", {}).get("files", [])
     nbytes = 0
     for f in files:
-        p = adir / f["path"]
+        try:
+            p = inside(adir, f["path"])
+        except (UnsafePathError, KeyError, TypeError) as exc:
+            raise CorruptArtifactError(
+                f"artifact {adir}: its manifest lists a file outside the artifact ({exc}); the artifact cannot be "
+                f"trusted" + (f"; rebuild it: {rebuild}" if rebuild else "")) from None
         why = None
-        if not p.is_file():
+        if p.is_symlink():
+            why = "is a symbolic link (an artifact holds regular files only)"
+        elif not p.is_file():
             why = "is missing"
         elif p.stat().st_size != f["bytes"]:
             why = f"has {p.stat().st_size:,} bytes, the manifest says {f['bytes']:,}"
@@ -94,6 +102,15 @@ def _pid_alive(pid: int) -> bool:
         return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def live_suffix(name: str, mark: str) -> bool:
+    """True when ``name`` ends in ``<mark><pid>`` of a live process other than this one (or a tail that is
+    no pid: left alone too, it is not ours to remove)."""
+    tail = name.rsplit(mark, 1)[-1]
+    if not tail.isdigit():
+        return True
+    return int(tail) != os.getpid() and _pid_alive(int(tail))
 
 
 def remove_dead_tmp(*dirs: Path) -> list[Path]:
@@ -192,9 +209,10 @@ def read_manifest(artifact_dir: Path) -> Manifest | None:
     if not p.is_file():
         return None
     try:
-        return Manifest(json.loads(p.read_text(encoding="utf-8")))
-    except json.JSONDecodeError:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return None
+    return Manifest(data) if isinstance(data, dict) else None  # anything else is no manifest of ours
 
 
 def list_files(root: Path, volatile: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -250,17 +268,20 @@ def check_writable(*dirs: Path) -> None:
         d.mkdir(parents=True, exist_ok=True)
         probe = d / f".write-probe.tmp-{os.getpid()}"
         try:
+            probe.unlink(missing_ok=True)  # never write through a link planted under the probe's name
             probe.write_bytes(b"x")
         finally:
             probe.unlink(missing_ok=True)
 
 
 def publish_reports(artifact_dir: Path, report_dir: Path, names: tuple[str, ...]) -> None:
-    """Copy an artifact's report files to ``reports/<run>/`` (the artifact keeps the originals)."""
+    """Copy an artifact's report files to ``reports/<run>/`` (the artifact keeps the originals); each copy
+    is atomic and replaces a symlink at its name instead of writing through it."""
     report_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
-        if (artifact_dir / name).is_file():
-            shutil.copyfile(artifact_dir / name, report_dir / name)
+        src = artifact_dir / name
+        if src.is_file() and not src.is_symlink():
+            copy_atomic(src, report_dir / name)
 
 
 def require_upstream(run_dir: Path, artifact: str, producer: str, expected_config_hash: str | None = None,
@@ -299,6 +320,31 @@ def require_upstream(run_dir: Path, artifact: str, producer: str, expected_confi
                 f"{rerun_hint(producer_of + '.py', config_path)}")
     verify_artifact(adir, man, verify or _verify_mode(), rebuild=hint)
     return man
+
+
+def verify_before_use(run_dir: Path, artifacts: tuple[str, ...] | list[str], config_path: str = "CONFIG",
+                      required: tuple[str, ...] = ()) -> dict[str, Manifest]:
+    """Manifests of the run's ``artifacts`` that exist, each checked file by file against its manifest
+    (``run.verify`` of the current command, sha256 by default) before a client (withdrawal, export,
+    dashboard) reads it. A damaged artifact raises CorruptArtifactError: one line naming the artifact,
+    the file and the command that rebuilds it. ``required`` ones that are missing raise StaleInputError."""
+    from . import pipeline
+    from .invocation import rerun_hint
+
+    out: dict[str, Manifest] = {}
+    mode = _verify_mode()
+    for name in artifacts:
+        adir = Path(run_dir) / name
+        man = read_manifest(adir)
+        producer = pipeline.stage(name).script
+        if man is None:
+            if name in required:
+                raise StaleInputError(f"{adir} is missing or incomplete (no {MANIFEST}); run "
+                                      f"{rerun_hint(producer, config_path)} first")
+            continue
+        verify_artifact(adir, man, mode, rebuild=rerun_hint(producer, config_path))
+        out[name] = man
+    return out
 
 
 _CHAIN_CACHE: dict[tuple, dict[str, str]] = {}
@@ -416,7 +462,7 @@ class StageRun:
         restore_interrupted_swap(self.final_dir)
         remove_dead_tmp(self.run_dir)
         for stray in self.run_dir.glob(f"{self.artifact}.old-*"):  # the artifact exists again: old copies go
-            if self.final_dir.exists():
+            if self.final_dir.exists() and not live_suffix(stray.name, ".old-"):
                 shutil.rmtree(stray, ignore_errors=True)
         self.tmp_dir = self.run_dir / f"{self.artifact}.tmp-{os.getpid()}"
         self.tmp_dir.mkdir()
@@ -473,6 +519,11 @@ class StageRun:
         the tmp dir (``build(tmp)`` must end with ``commit``), abort on any error; then publish the
         artifact's reports to ``report_dir``. Leftovers of dead processes go first, skipped or not."""
         check_writable(self.run_dir, Path(report_dir))
+        with runlock.hold(self.run_dir):
+            return self._execute(build, report_dir, reports, force)
+
+    def _execute(self, build: Callable[[Path], dict[str, Any]], report_dir: Path, reports: tuple[str, ...],
+                 force: bool) -> Manifest:
         restore_interrupted_swap(self.final_dir)
         remove_dead_tmp(self.run_dir, Path(report_dir))
         verify = getattr(getattr(self.cfg, "run", None), "verify", "sha256")
@@ -530,7 +581,8 @@ class ArtifactEdit:
         if man is None or any(w["ticket"] == self.key for w in man.get("withdrawals", [])):
             return None
         for stray in self.run_dir.glob(f"{self.artifact}.tmp-*"):
-            shutil.rmtree(stray, ignore_errors=True)
+            if not live_suffix(stray.name, ".tmp-"):  # a live process's temp dir is never removed
+                shutil.rmtree(stray, ignore_errors=True)
         tmp = self.run_dir / f"{self.artifact}.tmp-{os.getpid()}"
         tmp.mkdir()
         return man, tmp

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConfigError
+from .fsio import open_append_nofollow
 from .invocation import venv_python
 from .records import base_id, normalize_for_hash, own_part
 
@@ -74,6 +75,14 @@ class Selector:
         return {"kind": self.kind, "value": self.value}
 
 
+_TICKET = re.compile(r"wd-[0-9a-f]{12}")
+
+
+def valid_ticket_id(value: object) -> bool:
+    """The form ``ticket_id`` gives (``wd-`` + 12 hex digits): ids read back from the log name files."""
+    return isinstance(value, str) and _TICKET.fullmatch(value) is not None
+
+
 def ticket_id(selectors: Iterable[Selector]) -> str:
     """Same selectors (in any order) -> same ticket: that is what makes a repeated request a no-op."""
     canon = sorted({s.canonical for s in selectors})
@@ -106,28 +115,46 @@ class TicketLog:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
+    def _check_not_link(self) -> None:
+        if self.path.is_symlink():
+            raise ConfigError(f"{self.path} is a symbolic link; the ticket log must be a regular file (a link could "
+                              f"send its appends elsewhere): replace it with the file itself")
+
     def events(self) -> list[dict[str, Any]]:
+        """Every event in log order. Each must be a JSON object whose ticket id has the ``wd-`` + 12 hex
+        form (ids name files under withdrawals/): anything else stops with the line number."""
+        self._check_not_link()
         if not self.path.is_file():
             return []
         out = []
-        lines = self.path.read_text(encoding="utf-8").splitlines()
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{self.path}: not UTF-8 (byte {exc.start:,}); the ticket log was damaged or edited: "
+                              f"restore it from a backup") from None
         for k, line in enumerate(lines):
             if not line.strip():
                 continue
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
+                ev = json.loads(line)
+            except (json.JSONDecodeError, RecursionError, ValueError):
                 if k == len(lines) - 1:
                     log.warning("%s: ignoring a torn last line (a run was killed while writing it)", self.path)
                     continue
                 raise ConfigError(f"{self.path}: line {k + 1} is not JSON; the ticket log is append-only, restore "
                                   f"it from a backup") from None
+            if not isinstance(ev, dict) or not valid_ticket_id(ev.get("ticket")):
+                raise ConfigError(f"{self.path}: line {k + 1} is not a ticket event (an object whose ticket is "
+                                  f"'wd-' + 12 hex digits); the log was edited: restore it from a backup")
+            out.append(ev)
         return out
 
     def append(self, event: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._check_not_link()
+        if not valid_ticket_id(event.get("ticket")):
+            raise ConfigError(f"refusing to log an event with ticket id {event.get('ticket')!r}")
         line = json.dumps(event, ensure_ascii=False, sort_keys=True) + "\n"
-        with self.path.open("ab") as fh:
+        with open_append_nofollow(self.path) as fh:
             end = fh.seek(0, os.SEEK_END)
             if end:
                 with self.path.open("rb") as rd:  # a torn last line (kill mid-write) is cut off, not sealed:
@@ -143,11 +170,19 @@ class TicketLog:
     def tickets(self) -> dict[str, TicketState]:
         """Ticket id -> state, folded from the events in log order."""
         out: dict[str, TicketState] = {}
-        for ev in self.events():
-            t = ev.get("ticket")
+        for k, ev in enumerate(self.events()):
+            t = ev["ticket"]
             if ev.get("event") == "accepted":
-                out[t] = TicketState(t, [Selector(**s) for s in ev["selectors"]], ev.get("who", ""),
-                                     ev.get("why", ""), ev.get("when", ""), docs=ev["docs"])
+                try:
+                    docs = ev["docs"]
+                    if not isinstance(docs, list) or not all(isinstance(d, dict) and isinstance(d.get("id"), str)
+                                                             and isinstance(d.get("hash"), str) for d in docs):
+                        raise TypeError("docs")
+                    out[t] = TicketState(t, [Selector(**s) for s in ev["selectors"]], str(ev.get("who", "")),
+                                         str(ev.get("why", "")), str(ev.get("when", "")), docs=docs)
+                except (KeyError, TypeError, AttributeError) as exc:
+                    raise ConfigError(f"{self.path}: accepted event {k + 1} of ticket {t} is malformed ({exc}); "
+                                      f"restore the log from a backup") from None
             elif ev.get("event") == "applied" and t in out:
                 out[t].applied = ev
         return out

@@ -313,12 +313,13 @@ def test_cached_call_and_deterministic_rebuild(tmp_path: Path, monkeypatch: pyte
     assert set(blobs) == {"code.jsonl.gz", "zh.jsonl.gz", "web_en.jsonl.gz"}
     assert first.root.name == f"v{build_mod.BUILDER_VERSION}-portable+debian"
 
-    monkeypatch.setattr(build_mod, "default_components", lambda: pytest.fail("cached build must not rebuild"))
+    real_write = build_mod._write_components
+    monkeypatch.setattr(build_mod, "_write_components", lambda *a: pytest.fail("cached build must not rebuild"))
     with caplog.at_level("INFO", logger="minideepseek.demo_corpus"):
         again = build_demo_corpus(cache_dir=tmp_path / "a", tiers=("portable", "debian"))
     assert "cached" in caplog.text and again.manifest == first.manifest
 
-    monkeypatch.setattr(build_mod, "default_components", lambda: _fake_components(tmp_path))
+    monkeypatch.setattr(build_mod, "_write_components", real_write)
     forced = build_demo_corpus(cache_dir=tmp_path / "a", tiers=("portable", "debian"), force=True)
     other = build_demo_corpus(cache_dir=tmp_path / "b", tiers=("portable", "debian"))
     for corpus in (forced, other):

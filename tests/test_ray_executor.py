@@ -4,6 +4,9 @@ here); every non-volatile output file of every stage must be byte-identical. Plu
 MinHash engine against the local one on planted near-duplicates, with several signature blocks."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +21,7 @@ from minideepseek.arrow_io import shard_paths
 from minideepseek.crossdedup import ray_near
 from minideepseek.crossdedup.config import DedupConfig
 from minideepseek.crossdedup.near import NearDedup
-from minideepseek.executor import ExecutorSpec, RayExecutor, ray_init
+from minideepseek.executor import ExecutorSpec, RayExecutor, ray_init, ray_shutdown
 from minideepseek.packing import partition
 from tests.chain import build_chain
 from tests.test_pipeline_e2e import _data_files
@@ -30,9 +33,38 @@ STAGES = (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle)
 
 @pytest.fixture(scope="module")
 def ray_instance():
-    ray_init(num_cpus=2)  # as RayExecutor starts a local instance: loopback only, no dashboard
+    ray_init(num_cpus=2)  # as RayExecutor starts a local instance: loopback only, no dashboard, token auth
     yield
-    ray.shutdown()
+    ray_shutdown()
+
+
+def _gcs_call(gcs: str, env: dict[str, str]) -> str:
+    """A GCS request from another process (another local user's view) with the given auth settings."""
+    code = ("import ray._raylet as r\n"
+            f"try:\n    c = r.GcsClient(address={gcs!r})\n"
+            "    c.internal_kv_get(b'k', b'ns', timeout=20)\n    print('SERVED')\n"
+            "except Exception as e:\n    print('REFUSED', type(e).__name__)\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    r = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, timeout=120)
+    return r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-300:]
+
+
+@pytest.mark.slow
+def test_local_instance_needs_its_token_and_keeps_a_private_temp_dir(ray_instance):
+    """Loopback keeps other machines out; the token keeps other local users out (before it, anyone on
+    the box could submit tasks to a run's Ray). Ray's temp tree sits inside a 0700 directory."""
+    from minideepseek import executor
+
+    priv = executor._PRIVATE
+    assert priv is not None and priv.dir.stat().st_mode & 0o777 == 0o700
+    assert priv.token_path.stat().st_mode & 0o777 == 0o600
+    session = Path(ray._private.worker._global_node.get_session_dir_path())
+    assert priv.dir in session.parents
+    assert ray.get(ray.remote(lambda x: x + 1).remote(1)) == 2  # the run's own tasks are authenticated
+    gcs = ray.get_runtime_context().gcs_address
+    assert _gcs_call(gcs, {}) == "REFUSED AuthenticationError"
+    assert _gcs_call(gcs, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}) == "REFUSED AuthenticationError"
+    assert _gcs_call(gcs, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(priv.token_path)}) == "SERVED"
 
 
 @pytest.mark.slow

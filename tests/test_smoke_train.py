@@ -1,14 +1,16 @@
 """Stage 5 on a tiny real chain (stages 1-4 on stdlib code + Chinese prose) and a tiny model:
 chunked loss == full loss, loader determinism and exact resume, held-out blocks, document mask
 (dense SDPA mask and FlexAttention block mask agree), the compiled step (one graph, same numbers as
-eager), the FLOP count behind the MFU, a short run with its outputs, a 2-process gloo run, stale
-upstreams refused."""
+eager), the FLOP count behind the MFU, a short run with its outputs, a 2-rank gloo run with no open
+port, stale upstreams refused."""
 
+import io
 import json
 import os
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import numpy as np
@@ -459,6 +461,44 @@ def test_flex_attention_on_cpu_refused(chain, capsys):
     assert "train.attention=flex needs a CUDA device" in capsys.readouterr().err
 
 
+def test_resume_refuses_truncated_malformed_and_escapes_what_it_prints(chain, capsys, tmp_path, monkeypatch):
+    """A cut checkpoint, one of another shape, an unreadable record, and a refused global whose name carries
+    terminal escape sequences: each one line on stderr (control characters escaped), exit 2."""
+    import types
+
+    tmp, cfg = chain
+    ck = tmp / "data" / "t" / "smoke_train.ckpt"
+    sets = ("train.max_steps=6", "train.warmup=1", "train.eval_interval=3", "train.bench_steps=0",
+            "train.fail_on_criteria=false", "train.decode_samples=0", "train.generate_tokens=0")
+    assert _train(cfg, *sets, "train.stop_at_step=2") == 0
+    path = ck / "step-0000002.pt"
+    good, meta = path.read_bytes(), path.with_suffix(".json").read_text()
+    evil = types.ModuleType("evil\x1b[2J\x1b]0;pwned\x07")  # clear screen, set the terminal title
+    evil.f = lambda: None
+    evil.f.__module__, evil.f.__qualname__ = evil.__name__, "f"
+    monkeypatch.setitem(sys.modules, evil.__name__, evil)
+    cases = {
+        "cut": lambda: path.write_bytes(good[: len(good) // 2]),
+        "shape": lambda: torch.save({"step": "two", "model": []}, path),
+        "record": lambda: path.with_suffix(".json").write_text("{not json"),
+        "escape": lambda: torch.save({**torch.load(io.BytesIO(good), weights_only=True), "hook": evil.f}, path),
+    }
+    want = {"cut": "truncated or damaged", "shape": "is malformed", "record": "unreadable", "escape": "refusing"}
+    for name, damage in cases.items():
+        damage()
+        capsys.readouterr()
+        assert _train(cfg, *sets) == 2, name
+        err = capsys.readouterr().err
+        errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in err and want[name] in errors[0], (name, err[-2000:])
+        assert not any(c in err for c in "\x1b\x07"), name  # nothing reaches the terminal raw
+        path.write_bytes(good)
+        path.with_suffix(".json").write_text(meta)
+    assert "\\x1b[2J" in errors[0]  # the escape case named the global, escaped
+    path.unlink()
+    path.with_suffix(".json").unlink()
+
+
 def test_criteria_failure_exits_1(chain):
     tmp, cfg = chain
     assert _train(cfg, "train.max_steps=12", "train.lr=0.000001", "train.min_lr=0.000001", "train.bench_steps=0",
@@ -479,26 +519,51 @@ def test_stale_or_missing_upstream_refused(chain, capsys):
     assert "train.seq_len" in capsys.readouterr().err
 
 
+def _listening(proc: subprocess.Popen) -> tuple[str, set[tuple[str, int]]]:
+    """Wait for ``proc``, recording every listening TCP socket of its process tree meanwhile."""
+    import psutil
+
+    seen: set[tuple[str, int]] = set()
+    root = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            break
+        for p in tree:
+            try:
+                seen |= {(c.laddr.ip, c.laddr.port) for c in p.net_connections(kind="inet")
+                         if c.status == psutil.CONN_LISTEN}
+            except psutil.Error:
+                pass
+        time.sleep(0.02)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    return out, seen
+
+
 @pytest.mark.slow
 def test_two_process_gloo(chain):
-    """torchrun, 2 ranks on gloo: disjoint batches, rank 0 alone writes, and a stop + resume under
-    DDP replays the uninterrupted run's batches (and losses: same arithmetic on the same CPU). DDP
-    over the compiled model (gpu_8x's path) gives the eager run's losses."""
+    """``--nproc 2``, 2 ranks on gloo: no listening socket on anything but loopback in the stage's
+    process tree while it runs (torchrun's rendezvous listened on every interface); disjoint batches,
+    rank 0 alone writes, and a stop + resume under DDP replays the uninterrupted run's batches (and
+    losses: same arithmetic on the same CPU). DDP over the compiled model (gpu_8x's path) gives the
+    eager run's losses."""
     tmp, cfg = chain
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     sets = ["train.max_steps=8", "train.eval_interval=4", "train.bench_steps=0", "train.generate_tokens=0",
             "train.warmup=2", "train.fail_on_criteria=false"]
 
-    def torchrun(*extra: str, script: str = "smoke_train.py") -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(ROOT / script), "--config", str(cfg), "--force"]
+    def ranks(*extra: str, script: str = "smoke_train.py") -> tuple[str, set[tuple[str, int]]]:
+        cmd = [sys.executable, str(ROOT / script), "--nproc", "2", "--config", str(cfg), "--force"]
         for x in (*sets, *extra):
             cmd += ["--set", x]
-        res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, res.stderr[-3000:]
-        return res
+        return _listening(subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           text=True))
 
-    res = torchrun()
+    stdout, listening = ranks()
+    assert listening, "the poll saw no socket of the process group: the check would prove nothing"
+    assert {ip for ip, _ in listening} <= {"127.0.0.1", "::1"}, listening
     out = tmp / "data" / "t" / "smoke_train"
     man = read_manifest(out)
     assert man["counters"]["world_size"] == 2 and man["counters"]["steps"] == 8
@@ -511,17 +576,17 @@ def test_two_process_gloo(chain):
         seen[1] |= set(r1)
     assert not seen[0] & seen[1]  # 8 steps stay within one epoch: the ranks never share a sample
     assert not list((tmp / "data" / "t").glob("smoke_train.tmp-*")) and (tmp / "reports" / "t" / "smoke_train.md").is_file()
-    assert res.stdout.count("smoke_train:") == 1  # only rank 0 reports
+    assert stdout.count("smoke_train:") == 1  # only rank 0 reports
     losses = [r["loss"] for r in _metrics(out)[0]]
 
-    torchrun("train.stop_at_step=4")
+    ranks("train.stop_at_step=4")
     assert read_manifest(out)["started_at"] == man["started_at"]  # nothing committed
-    torchrun()
+    ranks()
     assert read_manifest(out)["counters"]["resumed_from"] == 4
     assert (out / "batches.jsonl").read_text() == batches
     assert [r["loss"] for r in _metrics(out)[0]] == losses
 
-    torchrun("train.compile=true", "train.resume=false", script="tests/compiled_smoke_train.py")
+    ranks("train.compile=true", "train.resume=false", script="tests/compiled_smoke_train.py")
     assert json.loads((tmp / "reports" / "t" / "smoke_train.json").read_text())["throughput"]["compiled"]
     assert (out / "batches.jsonl").read_text() == batches
     assert [r["loss"] for r in _metrics(out)[0]] == pytest.approx(losses, rel=1e-5)

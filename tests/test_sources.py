@@ -14,6 +14,8 @@ from minideepseek.sources.config import SourceConfig
 from minideepseek.sources.hf import HFSource
 from minideepseek.sources.local import LocalSource
 
+ROOT = Path(__file__).resolve().parents[1]
+
 ROWS = [{"id": f"r{i}", "text": f"document number {i} " * 5, "url": f"https://ex.org/{i}"} for i in range(40)]
 
 
@@ -138,3 +140,59 @@ def test_hf_retries_transient_errors_and_resumes_exactly(tmp_path):
                    sleep=sleeps.append)
     with pytest.raises(RuntimeError, match="failed 3 times in a row"):
         list(src.iter_raw(1))
+
+
+# ---- hub sources are read at one commit, and fingerprinted by it -----------------------------------
+
+def _hub_cfg(revision: str | None = None) -> SourceConfig:
+    return SourceConfig(name="web", type="hf", weight=1.0, path="someorg/some-dataset", revision=revision)
+
+
+def test_hub_source_is_read_and_fingerprinted_at_a_commit():
+    calls: list[tuple[str, str | None]] = []
+
+    def resolver(repo: str, rev: str | None) -> str:
+        calls.append((repo, rev))
+        return ("a" if rev is None else "b") * 40
+
+    moving = HFSource(_hub_cfg(), seed=1, resolver=resolver)
+    assert moving.cfg.revision == "a" * 40 and calls == [("someorg/some-dataset", None)]  # the stream reads it
+    branch = HFSource(_hub_cfg("main"), seed=1, resolver=resolver)
+    assert branch.cfg.revision == "b" * 40 and branch.input_ref().detail["requested_revision"] == "main"
+    assert moving.input_ref().fingerprint != branch.input_ref().fingerprint  # another commit, another input
+    pinned = HFSource(_hub_cfg("c" * 40), seed=1, resolver=lambda *a: pytest.fail("a pinned SHA needs no lookup"))
+    assert pinned.input_ref().detail["revision"] == "c" * 40
+
+    def offline(repo: str, rev: str | None) -> str:
+        raise OSError("no network")
+
+    with pytest.raises(ConfigError, match="pin sources.web.revision to a commit SHA"):
+        HFSource(_hub_cfg(), seed=1, resolver=offline)
+
+
+def test_hub_pin_writes_one_commit_per_hub_dataset_of_the_recipe(tmp_path):
+    import yaml
+
+    from minideepseek.sources.hub_pin import main as pin_main
+    from minideepseek.sources.hub_pin import pin_text
+
+    recipe = (ROOT / "configs" / "deepseek_v3_1b.yaml").read_text(encoding="utf-8")
+    sources = yaml.safe_load(recipe)["sources"]
+    shas = {}
+
+    def resolver(repo: str, rev: str | None) -> str:
+        return shas.setdefault(repo, f"{len(shas) + 1:x}" * 40)
+
+    text, notes = pin_text(recipe, sources, resolver)
+    pinned = {s["name"]: s for s in yaml.safe_load(text)["sources"]}
+    hub = [s for s in sources if s["type"] == "hf" and "/" in s["path"]]
+    assert len(hub) >= 4 and len(notes) == len(hub)
+    assert all(pinned[s["name"]]["revision"] == shas[s["path"]] for s in hub)
+    assert all("revision" not in pinned[s["name"]] for s in sources if s not in hub)  # URL builders: no commit
+    assert set(text.splitlines()) - set(recipe.splitlines()) == {f"    revision: \"{v}\"" for v in shas.values()}
+    assert pin_text(text, yaml.safe_load(text)["sources"], lambda *a: pytest.fail("already pinned"))[0] == text
+    (tmp_path / "r.yaml").write_text(text)
+    assert pin_main([str(tmp_path / "r.yaml"), "--check"]) == 0
+    (tmp_path / "u.yaml").write_text(recipe)
+    assert pin_main([str(tmp_path / "u.yaml"), "--check"]) == (0 if all(
+        len(str(s.get("revision", ""))) == 40 for s in hub) else 1)

@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from minideepseek.demo_corpus.build import MANIFEST, DemoCorpus, build_demo_corpus, corpus_root
-from minideepseek.demo_corpus.fetch import Fetcher, Package, Source
+from minideepseek.demo_corpus.fetch import Fetcher, Package, Shortfall, Source
 from minideepseek.demo_corpus.pins import EXPECTED_FILE, Expected, IntegrityError, pin_from_manifest
 from minideepseek.summary import demo_corpus_warnings
 
@@ -46,7 +47,8 @@ def cache(tmp_path):
     deb.parent.mkdir(parents=True)
     deb.write_bytes(b"not really a deb, only its hash matters here")
     exp = Expected(pypi={"foo==1.0": {whl.name: _sha(whl.read_bytes())}},
-                   debian={"bar-doc": {"version": "2.0-1", "file": deb.name, "sha256": _sha(deb.read_bytes())}})
+                   debian={"bar-doc": {"version": "2.0-1", "file": deb.name, "sha256": _sha(deb.read_bytes())}},
+                   content=CONTENT_PIN)
     return dl, whl, deb, exp
 
 
@@ -67,6 +69,55 @@ def test_cached_files_are_verified_and_a_tampered_one_is_an_error(cache):
         f.open(Source("debian", "bar-doc"))
 
 
+def _real_wheel(name: str, version: str) -> bytes:
+    """A minimal installable wheel (pip reads its METADATA to check the name and version)."""
+    di = f"{name}-{version}.dist-info"
+    return _wheel_bytes({f"{name}/__init__.py": b"", f"{di}/METADATA": f"Metadata-Version: 2.1\nName: {name}\n"
+                         f"Version: {version}\n".encode(), f"{di}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
+                         b"Tag: py3-none-any\n", f"{di}/RECORD": b""})
+
+
+def test_pip_download_is_wheel_only_hash_enforced_and_isolated(tmp_path, monkeypatch):
+    """No network: pip sees only a local folder (PIP_NO_INDEX + PIP_FIND_LINKS). A ``pip/`` planted in the
+    cache where pip used to run, and an sdist whose setup.py would run at download time: neither runs
+    (with the previous fetch.py the planted pip ran). A wheel whose bytes differ from the pin is refused
+    by pip before it is kept."""
+    marker = tmp_path / "code_ran.txt"
+    payload = f"open({str(marker)!r}, 'a').write('ran\\n')\n"
+    dl = tmp_path / "cache" / "downloads"
+    for where in (dl / "pypi" / "pip", dl / "pip"):  # the old working directory and its parent
+        where.mkdir(parents=True)
+        (where / "__init__.py").write_text(payload)
+        (where / "__main__.py").write_text(payload)
+    links = tmp_path / "links"
+    links.mkdir()
+    whl = links / "wheelpkg-1.0-py3-none-any.whl"
+    whl.write_bytes(_real_wheel("wheelpkg", "1.0"))
+    sdist = links / "sdonly-1.0.tar.gz"
+    setup = tarfile.TarInfo("sdonly-1.0/setup.py")
+    code = (payload + "from setuptools import setup\nsetup(name='sdonly', version='1.0')\n").encode()
+    setup.size = len(code)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        tf.addfile(setup, io.BytesIO(code))
+    sdist.write_bytes(buf.getvalue())
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    monkeypatch.chdir(dl / "pypi")
+    exp = Expected(pypi={"wheelpkg==1.0": {whl.name: _sha(whl.read_bytes())},
+                         "sdonly==1.0": {sdist.name: _sha(sdist.read_bytes())}})
+    f = Fetcher(dl, exp)
+    got = f.pypi("wheelpkg", "1.0")
+    assert got.name == whl.name and got.read_bytes() == whl.read_bytes() and f.open(Source("pypi", "wheelpkg", "1.0"))
+    with pytest.raises(Shortfall, match="wheels only"):
+        f.pypi("sdonly", "1.0")
+    assert not marker.exists()  # neither the planted pip nor the sdist's build ran
+    other = tmp_path / "other" / "downloads"
+    with pytest.raises(Shortfall):
+        Fetcher(other, Expected(pypi={"wheelpkg==1.0": {whl.name: "0" * 64}})).pypi("wheelpkg", "1.0")
+    assert not list(other.rglob("*.whl"))  # refused by pip's --require-hashes, nothing kept
+
+
 def test_debian_drift_and_unpinned_packages_are_warnings(cache):
     dl, whl, deb, exp = cache
     newer = deb.with_name("bar-doc_2.1-1_all.deb")
@@ -85,15 +136,20 @@ def test_debian_drift_and_unpinned_packages_are_warnings(cache):
         Fetcher(dl, other).open(Source("pypi", "foo", "1.0"))
 
 
-def _fake_build(cache_dir: Path, deb: Path, version: str) -> DemoCorpus:
+RECORD = b'{"doc_key": "debian:bar-doc:x", "domain": "zh", "component": "bar", "format": "text", "raw": "hi"}\n'
+CONTENT_PIN = {"v1": {"bar": {"version": "2.0-1", "sha256": _sha(RECORD), "n_docs": 1}}}
+
+
+def _fake_build(cache_dir: Path, deb: Path, version: str, records: bytes = RECORD) -> DemoCorpus:
     """A complete cached build (manifest + one domain file) as build_demo_corpus leaves it."""
     root = corpus_root(cache_dir, ("debian",))
     root.mkdir(parents=True)
     dom = root / "zh.jsonl.gz"
-    dom.write_bytes(gzip.compress(b'{"doc_key": "x"}\n', mtime=0))
+    dom.write_bytes(gzip.compress(records, mtime=0))
     comp = {"component": "bar", "domain": "zh", "tier": "debian", "status": "ok", "source": "debian",
             "package": "bar-doc", "version": version, "file": deb.name, "path": str(deb),
-            "sha256": _sha(deb.read_bytes()), "warnings": []}
+            "sha256": _sha(deb.read_bytes()), "warnings": [], "content_sha256": _sha(records),
+            "n_docs": records.count(b"\n")}
     domains = {d: {"file": None, "file_sha256": None, "components": []} for d in ("web_en", "code", "math", "academic")}
     domains["zh"] = {"file": dom.name, "file_sha256": _sha(dom.read_bytes()), "components": ["bar"]}
     man = {"builder_version": 1, "tiers": ["debian"], "domains": domains, "components": [comp], "shortfalls": [],
@@ -110,7 +166,8 @@ def test_reused_build_is_rechecked_and_strict_refuses_drift(cache):
     assert corpus.integrity_warnings == [] and corpus.manifest["integrity"]["verified"] == 1
     corpus.require_pinned()  # strict passes when everything matches
     # re-pinned to another version since the build: drift, recorded in the manifest (in memory)
-    moved = Expected(debian={"bar-doc": {"version": "1.9-1", "file": "bar-doc_1.9-1_all.deb", "sha256": "1" * 64}})
+    moved = Expected(debian={"bar-doc": {"version": "1.9-1", "file": "bar-doc_1.9-1_all.deb", "sha256": "1" * 64}},
+                     content=CONTENT_PIN)
     corpus = build_demo_corpus(cache_dir, tiers=("debian",), expected=moved)
     (w,) = corpus.integrity_warnings
     assert w.startswith("drift: Debian bar-doc: expected version 1.9-1") and "served 2.0-1" in w
@@ -127,6 +184,36 @@ def test_reused_build_is_rechecked_and_strict_refuses_drift(cache):
         build_demo_corpus(cache_dir, tiers=("debian",), expected=exp)
 
 
+def test_reused_build_rewritten_with_its_manifest_is_refused_by_the_repo_pins(cache):
+    """Whoever can write the cache can rewrite a domain file *and* the manifest that records its hashes:
+    the records are then checked against the repo's content pins, which the cache cannot change."""
+    dl, whl, deb, exp = cache
+    planted = RECORD.replace(b'"raw": "hi"', b'"raw": "planted text"')
+    _fake_build(dl.parent, deb, "2.0-1", planted)  # self-consistent: manifest hashes match the planted file
+    with pytest.raises(IntegrityError, match="built records of component bar"):
+        build_demo_corpus(dl.parent, tiers=("debian",), expected=exp)
+    unpinned = build_demo_corpus(dl.parent, tiers=("debian",), expected=Expected(
+        pypi=exp.pypi, debian=exp.debian))  # the repo does not pin this component: reported, strict refuses
+    assert [w[:36] for w in unpinned.integrity_warnings] == ["unpinned: the built records of compo"]
+    with pytest.raises(IntegrityError, match="demo_corpus.strict"):
+        unpinned.require_pinned()
+
+
+def test_reused_build_with_records_its_manifest_does_not_list_is_refused(cache):
+    dl, whl, deb, exp = cache
+    extra = RECORD.replace(b'"component": "bar"', b'"component": "evil"')
+    built = _fake_build(dl.parent, deb, "2.0-1", RECORD + extra)
+    man = json.loads((built.root / MANIFEST).read_text())
+    man["components"][0].update(content_sha256=_sha(RECORD), n_docs=1)  # the manifest only knows "bar"
+    (built.root / MANIFEST).write_text(json.dumps(man))
+    with pytest.raises(IntegrityError, match="records of component evil"):
+        build_demo_corpus(dl.parent, tiers=("debian",), expected=exp)
+    man["domains"]["zh"]["file"] = "../../../etc/passwd"
+    (built.root / MANIFEST).write_text(json.dumps(man))
+    with pytest.raises(IntegrityError, match="names the file"):
+        build_demo_corpus(dl.parent, tiers=("debian",), expected=exp)
+
+
 def test_stage1_demo_corpus_strict_stops_on_drift(cache, tmp_path, monkeypatch, capsys):
     import yaml
 
@@ -138,7 +225,8 @@ def test_stage1_demo_corpus_strict_stops_on_drift(cache, tmp_path, monkeypatch, 
 
     dl, whl, deb, exp = cache
     _fake_build(dl.parent, deb, "2.0-1")
-    drift = Expected(debian={"bar-doc": {"version": "1.9-1", "file": "bar-doc_1.9-1_all.deb", "sha256": "1" * 64}})
+    drift = Expected(debian={"bar-doc": {"version": "1.9-1", "file": "bar-doc_1.9-1_all.deb", "sha256": "1" * 64}},
+                     content=CONTENT_PIN)
     monkeypatch.setattr(pins.Expected, "load", classmethod(lambda cls, path=None: drift))
     cfg = {"run": {"name": "s", "seed": 1, "data_dir": str(tmp_path / "data"), "reports_dir": str(tmp_path / "rep"),
                    "cache_dir": str(dl.parent)},
@@ -280,6 +368,58 @@ def test_lock_pins_every_package_with_a_hash_and_matches_requirements():
     assert {"torch", "pip", "pytest", "ruff", "ray", "transformers", "megatron-core"} <= names
     ensure = (ROOT / "scripts" / "ensure_venv.sh").read_text()
     assert "--require-hashes" in ensure and "--upgrade pip" not in ensure.replace("`pip install --upgrade pip`", "")
+
+
+def test_check_venv_names_every_difference_from_the_lock(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import check_venv
+    finally:
+        sys.path.pop(0)
+    lock = (ROOT / "requirements.lock").read_text()
+    assert check_venv.main([str(ROOT / "requirements.lock")]) == 0  # this venv is exactly the lock
+    have = check_venv.installed()
+    edited = tmp_path / "lock"
+    edited.write_text(lock.replace("\nclick==", "\nclick==0.0.1 \\\n    --hash=sha256:00\nxclick==")
+                      + "not-installed-pkg==1.0 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    diff = check_venv.differences(check_venv.pinned(edited), have)
+    assert f"click is {have['click']}, the lock pins 0.0.1" in diff
+    assert "missing not-installed-pkg==1.0" in diff and f"not in the lock: click=={have['click']}" not in diff
+    assert check_venv.main([str(edited)]) == 1
+
+
+def _fake_venv(tmp_path: Path, stamp: str) -> Path:
+    """A venv directory whose python is this checkout's venv python (so check_venv sees the real packages)."""
+    venv = tmp_path / "v"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    py = venv / "bin" / "python"
+    py.write_text(f"#!/bin/sh\nexec {ROOT / '.venv' / 'bin' / 'python'} \"$@\"\n")
+    py.chmod(0o755)
+    (venv / "leftover-from-an-old-lock").write_text("x")
+    (venv / ".requirements.sha256").write_text(stamp + "\n")
+    return venv
+
+
+def test_ensure_venv_reuses_only_a_venv_built_from_this_lock(tmp_path):
+    """Same lock and same packages: reused as is. Another lock's stamp: the venv is removed and built
+    anew (here the new interpreter refuses to start, so nothing is downloaded)."""
+    want = hashlib.sha256((ROOT / "requirements.txt").read_bytes() + (ROOT / "requirements.lock").read_bytes())
+    fake_python = tmp_path / "python3"
+    fake_python.write_text(f"#!/bin/sh\nif [ \"$1\" = -m ]; then echo \"would run: $*\"; exit 7; fi\n"
+                           f"exec {ROOT / '.venv' / 'bin' / 'python'} \"$@\"\n")
+    fake_python.chmod(0o755)
+
+    def ensure(venv: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(ROOT / "scripts" / "ensure_venv.sh")], cwd=ROOT, capture_output=True,
+                              text=True, env={**os.environ, "VENV": str(venv), "PYTHON": str(fake_python)}, timeout=120)
+
+    venv = _fake_venv(tmp_path / "a", want.hexdigest())
+    res = ensure(venv)
+    assert res.returncode == 0 and (venv / "leftover-from-an-old-lock").exists(), res.stderr
+    venv = _fake_venv(tmp_path / "b", "0" * 64)
+    res = ensure(venv)
+    assert res.returncode == 7 and "would run: -m venv" in res.stdout and not venv.exists(), res.stderr
 
 
 # --- Ray's local instance -------------------------------------------------------------------------

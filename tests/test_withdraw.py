@@ -255,12 +255,12 @@ def test_torn_log_line_is_cut_not_sealed(tmp_path):
     from minideepseek.tickets import TicketLog
 
     log = TicketLog(tmp_path / "log.jsonl")
-    log.append({"event": "repeat", "ticket": "wd-a"})
+    log.append({"event": "repeat", "ticket": "wd-00000000000a"})
     with log.path.open("ab") as fh:
         fh.write(b'{"event": "acc')  # a kill in the middle of a write
-    assert [e["ticket"] for e in log.events()] == ["wd-a"]
-    log.append({"event": "repeat", "ticket": "wd-b"})
-    assert [e["ticket"] for e in log.events()] == ["wd-a", "wd-b"]  # still readable afterwards
+    assert [e["ticket"] for e in log.events()] == ["wd-00000000000a"]
+    log.append({"event": "repeat", "ticket": "wd-00000000000b"})
+    assert [e["ticket"] for e in log.events()] == ["wd-00000000000a", "wd-00000000000b"]  # still readable afterwards
 
 
 def test_verification_finds_short_documents(tmp_path):

@@ -22,6 +22,7 @@ from typing import Any
 import datasets
 import numpy as np
 
+from ..arrow_io import shard_paths
 from ..config import ConfigError
 from ..dedup import band_keys, estimated_jaccard, exact_jaccard, shingle_hashes
 from .config import DedupConfig
@@ -70,7 +71,10 @@ class PriorIndex:
         self.ids = (self.dir / "ids.txt").read_text(encoding="utf-8").splitlines()
         self.hashes = {h: k for k, h in enumerate((self.dir / "hashes.txt").read_text(encoding="utf-8").splitlines())}
         ds_dir = self.dir.parent
-        self.ds = datasets.load_from_disk(str(ds_dir)) if (ds_dir / "state.json").is_file() else None
+        self.ds = None
+        if (ds_dir / "state.json").is_file():
+            shard_paths(ds_dir)  # its state.json's file names must stay inside it before datasets reads them
+            self.ds = datasets.load_from_disk(str(ds_dir))
         if self.ds is not None and len(self.ds) != len(self.ids):
             self.ds = None  # not the dataset the index was saved with
         self._order = [np.argsort(self.keys[:, j], kind="stable") for j in range(self.keys.shape[1])]

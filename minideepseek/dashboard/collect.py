@@ -10,21 +10,62 @@ sizes, contamination hits, stage wall times.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
 from .. import pipeline
 from ..config import ConfigError
-from ..stage import read_manifest
+from ..fsio import sha256_file
+from ..stage import CorruptArtifactError, read_manifest
 
 
 def _load(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{path} is not a readable JSON report ({type(exc).__name__}); regenerate it by rerunning "
+                          f"its stage") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} is not a report (a JSON object was expected); regenerate it by rerunning its stage")
+    return data
+
+
+def verify_reports(report_dir: Path, data_dir: Path | None) -> int:
+    """Check the published reports against the artifacts that wrote them, before they are read: every
+    report a stage's manifest lists must be byte-identical (sha256) to what the manifest recorded. A
+    report that differs raises CorruptArtifactError naming the file and the command that rewrites it.
+    Returns how many were checked (0 for a run without artifacts, e.g. a committed example)."""
+    if data_dir is None:
+        return 0
+    checked = 0
+    for spec in pipeline.STAGES:
+        man = read_manifest(Path(data_dir) / spec.artifact)
+        if man is None:
+            continue
+        listed = {f.get("path"): f for f in man.files if isinstance(f, dict)}
+        for name in spec.reports:
+            rep, want = Path(report_dir) / name, listed.get(name)
+            if want is None or not (rep.exists() or rep.is_symlink()):
+                continue
+            why = ("is a symbolic link" if rep.is_symlink() else None) or (
+                None if sha256_file(rep) == want.get("sha256") else "differs from what its stage wrote (sha256)")
+            if why:
+                name = str((man.config.get("run") or {}).get("name") or Path(report_dir).name)
+                cmd = shlex.join(["python", spec.script, "--config", "CONFIG", "--set", f"run.name={name}"])
+                raise CorruptArtifactError(f"report {rep} {why}; it cannot be trusted: republish it with `{cmd}` "
+                                           f"(the run's own config; an up-to-date stage copies its reports again)")
+            checked += 1
+    return checked
 
 
 def collect(report_dir: Path, data_dir: Path | None = None) -> dict[str, Any]:
-    """Figures of the run whose reports are in ``report_dir`` (``data_dir``: its artifacts, optional)."""
+    """Figures of the run whose reports are in ``report_dir`` (``data_dir``: its artifacts, optional).
+    With artifacts, every report is first checked against its stage's manifest (``verify_reports``)."""
     report_dir = Path(report_dir)
+    verified = verify_reports(report_dir, data_dir)
     mix = _load(report_dir / "source_mix.json")
     if mix is None:
         raise ConfigError(f"{report_dir}/source_mix.json not found: not a run's report directory; run "
@@ -62,6 +103,7 @@ def collect(report_dir: Path, data_dir: Path | None = None) -> dict[str, Any]:
         run["smoke_train"] = {"loss_last": st["loss"]["last"], "val_last": st["val"]["last"],
                               "passed": all(c["ok"] for c in st.get("criteria", {}).values() if isinstance(c, dict))}
     run["wall_s"] = _wall_times(report_dir, data_dir)
+    run["reports_verified"] = verified  # reports checked against their artifacts' manifests (0: no artifacts)
     return run
 
 

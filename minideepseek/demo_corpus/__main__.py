@@ -14,7 +14,17 @@ import sys
 from pathlib import Path
 
 from ..invocation import venv_python
-from .build import MANIFEST, TIERS, build_demo_corpus, corpus_root, default_cache_dir, format_summary, normalize_tiers
+from .build import (
+    MANIFEST,
+    TIERS,
+    DemoCorpus,
+    build_demo_corpus,
+    corpus_root,
+    default_cache_dir,
+    format_summary,
+    normalize_tiers,
+    verify_records,
+)
 from .components import default_components
 from .pins import EXPECTED_FILE, Expected, IntegrityError, pin_from_manifest
 
@@ -64,6 +74,7 @@ def pin(cache_dir: Path, tiers: tuple[str, ...], out: Path) -> int:
               f"--tiers {','.join(tiers)}` first", file=sys.stderr)
         return 2
     manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    verify_records(DemoCorpus(root, manifest))  # the build's records as its manifest says: a tampered cache is never pinned
     sources = [(c.source.kind, c.source.name, c.source.version) for c in default_components() if c.tier in tiers]
     data, notes = pin_from_manifest(manifest, cache_dir / "downloads", Expected.load(out), sources)
     out.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import platform
+import re
 import shutil
 import sys
 import time
@@ -74,10 +75,14 @@ class DemoCorpus:
         return cls(root, json.loads((root / MANIFEST).read_text(encoding="utf-8")))
 
     def domain_path(self, domain: str) -> Path | None:
-        """``root/f"{domain}.jsonl.gz"``, or None when the domain got no documents."""
+        """``root/f"{domain}.jsonl.gz"``, or None when the domain got no documents. The manifest names the
+        file; any other name (a path, ``..``) is refused: the manifest lives in a cache others may write."""
         if domain not in DOMAINS:
             raise KeyError(f"unknown domain {domain!r}; expected one of {DOMAINS}")
         name = self.manifest["domains"][domain]["file"]
+        if name and name != f"{domain}.jsonl.gz":
+            raise IntegrityError(f"{self.root / MANIFEST}: domain {domain} names the file {name!r}, not "
+                                 f"{domain}.jsonl.gz; the cached build was altered: delete {self.root} to rebuild it")
         return self.root / name if name else None
 
     def iter_domain(self, domain: str) -> Iterator[dict[str, Any]]:
@@ -111,22 +116,72 @@ def _integrity(infos: list[dict[str, Any]], expected: Expected) -> dict[str, Any
             "verified": sum(1 for i in infos if i.get("file") and not i.get("warnings"))}
 
 
-def _recheck_cached(corpus: DemoCorpus, expected: Expected) -> None:
-    """A reused build: its domain files must still hash as recorded, and its packages are checked
-    again against the (possibly re-pinned) expected list; warnings are refreshed in memory only
-    (the cache may be read-only)."""
+_COMPONENT = re.compile(rb'^\{"doc_key": "(?:[^"\\]|\\.)*", "domain": "[a-z_]+", "component": "([A-Za-z0-9_.+-]+)"')
+
+
+def record_hashes(corpus: DemoCorpus) -> dict[str, tuple[str, int]]:
+    """Component -> (sha256 of its records as written, count), read back from the domain files: what
+    each component's ``content_sha256`` must be. Raises IntegrityError for a line that is no record."""
+    digests: dict[str, Any] = {}
+    counts: dict[str, int] = {}
+    for domain in corpus.manifest["domains"]:
+        path = corpus.domain_path(domain)
+        if path is None:
+            continue
+        with gzip.open(path, "rb") as fh:
+            for k, line in enumerate(fh, 1):
+                m = _COMPONENT.match(line)
+                if m is None:
+                    raise IntegrityError(f"{path}: line {k:,} is not a demo corpus record; the cached build was "
+                                         f"altered: delete {corpus.root} to rebuild it")
+                name = m.group(1).decode("ascii")
+                digests.setdefault(name, hashlib.sha256()).update(line)
+                counts[name] = counts.get(name, 0) + 1
+    return {n: (d.hexdigest(), counts[n]) for n, d in digests.items()}
+
+
+def verify_records(corpus: DemoCorpus) -> dict[str, tuple[str, int]]:
+    """A build's files against its own manifest: each domain file's sha256, and each component's records
+    (read back) against its ``content_sha256`` and count; returns the component hashes."""
     for domain, d in corpus.manifest["domains"].items():
-        if d.get("file") and d.get("file_sha256"):
-            path = corpus.root / d["file"]
+        path = corpus.domain_path(domain)
+        if path is not None and d.get("file_sha256"):
             found = sha256_file(path)
             if found != d["file_sha256"]:
                 raise IntegrityError(f"{path}: sha256 mismatch for the cached demo corpus domain {domain}: expected "
                                      f"{d['file_sha256']} (its manifest), found {found}. The cached build was altered: "
                                      f"delete {corpus.root} to rebuild it (downloads are reused and checked)")
+    got = record_hashes(corpus)
+    listed = {i["component"]: i for i in corpus.manifest["components"] if i.get("status") == "ok"}
+    for name, (sha, n) in sorted(got.items()):
+        info = listed.get(name)
+        if info is None or info.get("content_sha256") != sha or info.get("n_docs") != n:
+            raise IntegrityError(f"{corpus.root}: the records of component {name} ({n:,}, sha256 {sha}) are not what "
+                                 f"the build recorded; the cached build was altered: delete {corpus.root} to rebuild it")
+    for name in listed:
+        if name not in got:
+            raise IntegrityError(f"{corpus.root}: component {name} has no records in its domain file; the cached "
+                                 f"build was altered: delete {corpus.root} to rebuild it")
+    return got
+
+
+def _recheck_cached(corpus: DemoCorpus, expected: Expected) -> None:
+    """A reused build: its files must match its manifest (``verify_records``), and every component's
+    records must hash as the repo pins them (``expected.content``: a manifest rewritten along with the
+    records does not pass; a component the repo does not pin is an ``unpinned`` warning, an error under
+    ``demo_corpus.strict``); its packages are checked again against the (possibly re-pinned) expected
+    list. Warnings are refreshed in memory only (the cache may be read-only)."""
+    got = verify_records(corpus)
     for info in corpus.manifest["components"]:
-        if info.get("status") == "ok" and info.get("file") and info.get("sha256"):
-            info["warnings"] = expected.check(info["source"], info["package"], info["version"], info["file"],
-                                              info["sha256"], info.get("path") or info["file"])
+        if info.get("status") != "ok":
+            continue
+        warnings = []
+        if info.get("file") and info.get("sha256"):
+            warnings = expected.check(info["source"], info["package"], info["version"], info["file"], info["sha256"],
+                                      info.get("path") or info["file"])
+        info["warnings"] = warnings + expected.check_content(
+            corpus.manifest.get("builder_version", BUILDER_VERSION), info["component"], str(info["version"]),
+            got[info["component"]][0], str(corpus.root))
     corpus.manifest["integrity"] = _integrity(corpus.manifest["components"], expected)
 
 
@@ -204,6 +259,12 @@ def build_component(comp: Component, fetcher: Fetcher) -> tuple[list[bytes], dic
             else:
                 info["n_bytes"] += n_bytes
         info.update(n_docs=len(lines), content_sha256=digest.hexdigest())
+        # the records too are checked against the repo's pins (the same check a reused build gets)
+        content = fetcher.expected.check_content(BUILDER_VERSION, comp.name, str(info["version"]),
+                                                 info["content_sha256"], str(pkg.file))
+        info["warnings"] = list(info["warnings"]) + content
+        for w in content:
+            log.warning("%s: %s", comp.name, w)
     except IntegrityError:
         raise  # a file with the wrong hash stops the build: it is never a quiet shortfall
     except Shortfall as exc:

@@ -236,32 +236,42 @@ class Fetcher:
                     log.debug("prefetch: %s", exc)
 
     def pypi(self, name: str, version: str) -> Path:
-        """``pip download --no-deps NAME==VERSION``, cached per pin.
+        """``pip download --no-deps --only-binary=:all: NAME==VERSION``, cached per pin.
 
-        The first try accepts wheels only (pure wheels need no build step); the retry lets pip
-        fall back to an sdist, for platforms without a matching wheel.
+        Wheels only: an sdist would make pip run its build backend (arbitrary code from the index)
+        just to learn its metadata, before any hash is checked. A pinned file's sha256 is enforced by
+        pip itself (``--require-hashes``) before it is kept, and checked again by ``open``. pip runs
+        isolated (``python -I``: no user site, no PYTHON* variables, the working directory not on
+        ``sys.path``) from a fresh private directory, so nothing planted in the cache (a ``pip/``
+        package) can be imported in its place. Tried twice (a transient network error).
         """
         target = self.pypi_dir / f"{name}-{version}"
         cached = _single_artifact(target)
         if cached is not None:
             return cached
+        hashes = sorted(set((self.expected.pypi.get(f"{name}=={version}") or {}).values()))
         reason = "no attempt"
-        for extra in (["--only-binary=:all:"], ["--prefer-binary"]):
+        for _attempt in range(2):
             self.pypi_dir.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self.pypi_dir))
+            work = Path(tempfile.mkdtemp(prefix="mds-pip-"))  # private cwd outside the cache (mode 0700)
             try:
-                cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-input",
-                       "--disable-pip-version-check", "--no-cache-dir", "-q", *extra, f"{name}=={version}",
-                       "-d", str(tmp)]
-                log.info("downloading %s==%s from PyPI", name, version)
-                ok, reason = _run(cmd, self.pypi_dir, PIP_TIMEOUT_S)
+                req = work / "requirement.txt"
+                req.write_text(f"{name}=={version}" + "".join(f" --hash=sha256:{h}" for h in hashes) + "\n")
+                cmd = [sys.executable, "-I", "-m", "pip", "download", "--no-deps", "--no-input",
+                       "--disable-pip-version-check", "--no-cache-dir", "-q", "--only-binary=:all:",
+                       *(["--require-hashes"] if hashes else []), "-r", str(req), "-d", str(tmp)]
+                log.info("downloading %s==%s from PyPI (wheel only%s)", name, version,
+                         ", hash-pinned" if hashes else ", NOT pinned: checked after download")
+                ok, reason = _run(cmd, work, PIP_TIMEOUT_S)
                 if ok and _single_artifact(tmp) is not None:
                     shutil.rmtree(target, ignore_errors=True)
                     os.replace(tmp, target)
                     return _single_artifact(target)  # type: ignore[return-value]
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
-        raise Shortfall(f"pip download {name}=={version} failed: {reason}")
+                shutil.rmtree(work, ignore_errors=True)
+        raise Shortfall(f"pip download {name}=={version} (wheels only) failed: {reason}")
 
     def _cached_deb(self, name: str) -> Path | None:
         if not self.deb_dir.is_dir():

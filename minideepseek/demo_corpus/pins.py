@@ -43,13 +43,34 @@ class Expected:
     pypi: dict[str, dict[str, str]] = field(default_factory=dict)
     debian: dict[str, dict[str, str]] = field(default_factory=dict)
     path: str = str(EXPECTED_FILE)
+    # ``"v<builder version>" -> component -> {version, sha256, n_docs}``: the sha256 of the records a
+    # build wrote for the component (its ``content_sha256``), so a *reused* build is checked against
+    # the repo too, not only against its own manifest (which whoever altered the cache can rewrite)
+    content: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path = EXPECTED_FILE) -> Expected:
         if not path.is_file():
             return cls(path=str(path))
         data = json.loads(path.read_text(encoding="utf-8"))
-        return cls(pypi=data.get("pypi", {}), debian=data.get("debian", {}), path=str(path))
+        return cls(pypi=data.get("pypi", {}), debian=data.get("debian", {}), content=data.get("content", {}),
+                   path=str(path))
+
+    def check_content(self, builder: int, component: str, version: str, sha256: str, where: str) -> list[str]:
+        """Warnings for one component's records in a reused build; IntegrityError when the repo pins
+        this component at this version with another sha256."""
+        pin = self.content.get(f"v{builder}", {}).get(component)
+        if pin is None:
+            return [f"unpinned: the built records of component {component} ({version}, sha256 {sha256}) are not "
+                    f"in {self.path}; they were not verified. Run `python -m minideepseek.demo_corpus pin` to record "
+                    f"them"]
+        if str(pin.get("version")) != str(version):
+            return [f"drift: component {component} was built from {version}, the repo pins its records for "
+                    f"{pin.get('version')}; the demo text may differ from the pinned build"]
+        if pin.get("sha256") != sha256:
+            raise IntegrityError(_mismatch(where, f"the built records of component {component} ({version})",
+                                           str(pin.get("sha256")), sha256))
+        return []
 
     def check(self, kind: str, name: str, version: str, file_name: str, sha256: str, where: str) -> list[str]:
         """Warnings (drift, unpinned) for one package file; raises :class:`IntegrityError` on a mismatch.
@@ -102,8 +123,14 @@ def pin_from_manifest(manifest: dict[str, Any], downloads: Path, old: Expected,
     for c in manifest.get("components", []):
         if c.get("status") != "ok" or c.get("source") not in ("pypi", "debian") or not c.get("file"):
             continue
+        if "/" in c["file"] or "\\" in c["file"] or c["file"].startswith("."):
+            raise IntegrityError(f"the build records the file name {c['file']!r}, not a package file name; the cache "
+                                 f"was altered: delete it and rebuild before pinning")
         sub = "pypi" if c["source"] == "pypi" else "debian"
         path = Path(c["path"]) if c.get("path") else None
+        root = downloads.resolve()
+        if path is not None and root not in path.resolve().parents:  # a manifest path outside the downloads
+            path = None  # is never read: the file is looked up in the cache by name instead
         if path is None or not path.is_file():
             path = next(iter(sorted(downloads.glob(f"{sub}/**/{c['file']}"))), None)
         if path is not None and path.is_file():
@@ -130,7 +157,15 @@ def pin_from_manifest(manifest: dict[str, Any], downloads: Path, old: Expected,
             else:
                 notes.append(f"NOT PINNED: Debian {name} is in the corpus but not in this build "
                              f"(shortfall or tier left out); build it, then pin again")
-    data = {"comment": "Expected sha256 of every demo-corpus download. Written by "
-                       "`.venv/bin/python -m minideepseek.demo_corpus pin`; checked by minideepseek/demo_corpus/pins.py.",
-            "pypi": dict(sorted(pypi.items())), "debian": dict(sorted(debian.items()))}
+    content = {k: dict(v) for k, v in old.content.items()}
+    mine = content.setdefault(f"v{manifest.get('builder_version')}", {})
+    for c in manifest.get("components", []):  # the caller checked the build's records against its files
+        if c.get("status") == "ok" and c.get("content_sha256"):
+            mine[c["component"]] = {"version": str(c["version"]), "sha256": c["content_sha256"],
+                                    "n_docs": c.get("n_docs")}
+    content = {k: dict(sorted(v.items())) for k, v in sorted(content.items())}
+    data = {"comment": "Expected sha256 of every demo-corpus download, and of the records each component's "
+                       "build writes (content, per builder version). Written by `.venv/bin/python -m "
+                       "minideepseek.demo_corpus pin`; checked by minideepseek/demo_corpus/pins.py.",
+            "pypi": dict(sorted(pypi.items())), "debian": dict(sorted(debian.items())), "content": content}
     return data, notes

@@ -33,8 +33,9 @@ import pyarrow as pa
 
 from ..arrow_io import shard_paths
 from ..config import ConfigError
-from ..fsio import write_json_atomic
-from ..stage import read_manifest
+from ..fsio import atomic_writer, write_bytes_atomic, write_json_atomic, write_text_atomic
+from ..pipeline import MIXED_DEDUP, MIXED_RAW, PACKED
+from ..stage import verify_before_use
 
 log = logging.getLogger(__name__)
 
@@ -76,29 +77,25 @@ def _parts(packed_dir: Path) -> tuple[list[np.ndarray], dict[str, list[tuple[int
 
 
 def write_indexed(prefix: Path, docs: list[np.ndarray]) -> None:
-    """One Megatron indexed dataset (int32 tokens, one sequence per document)."""
+    """One Megatron indexed dataset (int32 tokens, one sequence per document); each file is written
+    atomically, never through a symlink at its name."""
     lengths = np.array([len(d) for d in docs], dtype=np.int32)
-    with open(f"{prefix}.bin", "wb") as fh:
+    with atomic_writer(Path(f"{prefix}.bin")) as fh:
         for d in docs:
             fh.write(np.asarray(d, dtype=np.int32).tobytes())
     pointers = np.concatenate([[0], np.cumsum(lengths.astype(np.int64) * 4)[:-1]]).astype(np.int64) \
         if len(lengths) else np.empty(0, np.int64)
-    with open(f"{prefix}.idx", "wb") as fh:
-        fh.write(INDEX_HEADER)
-        fh.write(struct.pack("<Q", 1))
-        fh.write(struct.pack("<B", INT32_CODE))
-        fh.write(struct.pack("<Q", len(lengths)))
-        fh.write(struct.pack("<Q", len(lengths) + 1))
-        fh.write(lengths.tobytes())
-        fh.write(pointers.tobytes())
-        fh.write(np.arange(len(lengths) + 1, dtype=np.int64).tobytes())
+    write_bytes_atomic(Path(f"{prefix}.idx"), b"".join([
+        INDEX_HEADER, struct.pack("<Q", 1), struct.pack("<B", INT32_CODE), struct.pack("<Q", len(lengths)),
+        struct.pack("<Q", len(lengths) + 1), lengths.tobytes(), pointers.tobytes(),
+        np.arange(len(lengths) + 1, dtype=np.int64).tobytes()]))
 
 
 def export_megatron(run_dir: Path, out_dir: Path) -> dict[str, Any]:
     """Write ``out_dir/<source>.{bin,idx}`` + ``blend.json`` + ``data_path.txt``; returns the blend."""
-    man = read_manifest(run_dir / "packed")
-    if man is None:
-        raise ConfigError(f"{run_dir / 'packed'} is missing; run pack_shuffle.py first")
+    # every artifact it reads is checked against its manifest first: a damaged shard is refused with the
+    # file and the rebuild command, never exported
+    mans = verify_before_use(run_dir, (MIXED_RAW, MIXED_DEDUP, PACKED), required=(MIXED_DEDUP, PACKED))
     src_of = _source_map(run_dir)
     blocks, parts = _parts(run_dir / "packed")
     by_src: dict[str, list[str]] = {}
@@ -108,7 +105,7 @@ def export_megatron(run_dir: Path, out_dir: Path) -> dict[str, Any]:
                               f"stale; rerun pack_shuffle.py")
         by_src.setdefault(src_of[d], []).append(d)
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw = read_manifest(run_dir / "mixed_raw") or {}
+    raw = mans.get(MIXED_RAW) or {}
     recipe = {s["name"]: float(s["weight"]) for s in raw.get("config", {}).get("sources", [])}
     blend: dict[str, Any] = {"sources": {}, "dtype": "int32", "eot_id": 0}
     for name, ids in sorted(by_src.items()):
@@ -125,7 +122,7 @@ def export_megatron(run_dir: Path, out_dir: Path) -> dict[str, Any]:
         v["weight"] = round((v["recipe_weight"] or 0.0) / total, 6)
     blend["data_path"] = " ".join(f"{v['weight']} {v['prefix']}" for v in blend["sources"].values() if v["weight"] > 0)
     write_json_atomic(out_dir / "blend.json", blend)
-    (out_dir / "data_path.txt").write_text(blend["data_path"] + "\n", encoding="utf-8")
+    write_text_atomic(out_dir / "data_path.txt", blend["data_path"] + "\n")
     return blend
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..mdsafe import md_code, md_text, redact, snippet_md
 from .config import MixSamplerConfig
 from .quota import Taker
 
@@ -69,10 +70,9 @@ def filter_report_markdown(rep: dict[str, Any]) -> str:
     for s in rep["sources"]:
         for fname, f in s["filters"].items():
             for reason, exs in f["examples"].items():
-                lines.append(f"### {s['source']} · {fname} · {reason}")
+                lines.append(f"### {s['source']} · {md_text(fname)} · {md_text(reason)}")
                 lines.append("")
-                for ex in exs:
-                    body = " ".join(ex["text"].split())[:200].replace("|", "\\|")
-                    lines.append(f"- `{ex['id']}` {ex['url']}  \n  > {body}")
+                for ex in exs:  # redacted when collected; escaped here (hostile text must stay inert Markdown)
+                    lines.append(f"- {md_code(ex['id'])} {md_text(redact(ex['url']))}  \n  > {snippet_md(ex['text'])}")
                 lines.append("")
     return "\n".join(lines) + "\n"

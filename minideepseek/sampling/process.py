@@ -10,7 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..extract import ExtractConfig, extract_text
+from ..config import ConfigError
+from ..extract import FORMATS, ExtractConfig, extract_text
 from ..filters import DocContext, FilterChain
 from ..records import RawDoc, Reject, check_text, doc_id, own_doc_id, snippet, text_hash, validate_text
 
@@ -48,10 +49,10 @@ def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
             return reject(*bad)
     if len(raw.text) > 10 * s.max_chars:  # do not spend extraction time on absurd records
         return reject("too_long", f"raw record of {len(raw.text):,} chars > 10 x max_chars")
+    if raw.fmt not in FORMATS:  # a config/source bug, not a bad record
+        raise ConfigError(f"source {s.source}: unknown format {raw.fmt!r}; valid formats: {', '.join(FORMATS)}")
     try:
         text = extract_text(raw.text, raw.fmt, s.extract)
-    except ValueError:
-        raise  # an unknown format is a config/source bug, not a bad record
     except Exception as exc:  # noqa: BLE001 - any extractor crash on one page is that page's reject
         return reject("extract_failed", f"{type(exc).__name__}: {exc}"[:300])
     reason, detail = check_text(text, s.min_chars, s.max_chars)
@@ -100,4 +101,18 @@ def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
 
 def process_batch(args: tuple[list[RawDoc], ProcessSettings]) -> list[dict | Reject]:
     raws, settings = args
-    return [process_one(r, settings) for r in raws]
+    return [_guarded(r, settings) for r in raws]
+
+
+def _guarded(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
+    """``process_one``, with any exception on this one record (a filter or hash tripping over a hostile
+    text) turned into its ``bad_record`` reject, with its origin: one record never stops the stage.
+    Config errors still stop it (they are no record's fault)."""
+    try:
+        return process_one(raw, s)
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        return Reject(source=s.source, source_id=str(raw.source_id), url=str(raw.url), reason="bad_record",
+                      detail=f"{type(exc).__name__}: {exc}"[:300], snippet="", file=raw.file, line=raw.line,
+                      offset=raw.offset)

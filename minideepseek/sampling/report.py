@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..mdsafe import md_code, md_text
 from .config import MixSamplerConfig
 from .quota import Taker
 
@@ -178,8 +179,8 @@ def _ingestion_markdown(ing: dict[str, Any]) -> list[str]:
     if flagged:
         lines += ["", "| source | file | status | problem | lines | kept | rejected |", "|---|---|---|---|---:|---:|---:|"]
         for n, f in flagged:
-            problem = "; ".join([f["problem"], *f.get("notes", [])]).strip("; ").replace("|", "\\|")
-            lines.append(f"| {n} | `{f['file']}` | {f['status']} | {problem} | {f['lines']:,} | {f['records']:,} | "
+            problem = md_text("; ".join([f["problem"], *f.get("notes", [])]).strip("; "))  # names from the disk
+            lines.append(f"| {n} | {md_code(f['file'])} | {f['status']} | {problem} | {f['lines']:,} | {f['records']:,} | "
                          f"{sum(f['rejects'].values()):,} |")
     if ing.get("empty_sources"):
         lines += ["", "Sources skipped as empty (`sampler.empty_source=skip`): "

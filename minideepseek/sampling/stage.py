@@ -32,6 +32,7 @@ from ..arrow_io import DatasetWriter, iter_dataset_rows
 from ..config import ConfigError
 from ..executor import LocalExecutor
 from ..fsio import write_json_atomic, write_text_atomic
+from ..mdsafe import redact
 from ..pipeline import MIXED_RAW
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject, copy_epoch
 from ..sources import make_source
@@ -223,7 +224,8 @@ class _Collector:
         if rej.kind == "filtered":
             ex = self.examples[rej.source].setdefault((rej.filter, rej.reason), [])
             if len(ex) < EXAMPLES_PER_RULE:
-                ex.append({"id": rej.id, "url": rej.url, "text": rej.snippet[:200]})
+                # reports are published (and committed): the example is PII-redacted like the kept text
+                ex.append({"id": rej.id, "url": redact(rej.url), "text": redact(rej.snippet[:200])})
         elif rej.kind == "withdrawn":  # counted by its Taker; the ticket log is its record, not rejects.jsonl
             return
         else:

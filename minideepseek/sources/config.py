@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..config import ConfigError, require
+from ..config import ConfigError, is_path_name, require
 
 SOURCE_TYPES = ("hf", "local", "demo")
 DEMO_DOMAINS = ("web_en", "code", "math", "academic", "zh")
@@ -16,7 +15,7 @@ LOCAL_FORMATS = ("auto", "jsonl", "parquet", "text", "html")
 _TYPE_KEYS = {
     "hf": {"path", "config_name", "data_dir", "split", "data_files", "revision", "text_field", "id_field", "url_field",
            "shuffle_buffer", "max_retries", "retry_backoff_s", "fmt"},
-    "local": {"path", "format", "glob", "text_field", "id_field", "url_field", "fmt"},
+    "local": {"path", "format", "glob", "text_field", "id_field", "url_field", "fmt", "follow_symlinks"},
     "demo": {"domain", "components"},
 }
 _COMMON = {"name", "type", "weight", "max_epochs", "license", "lang", "filters"}
@@ -48,6 +47,10 @@ class SourceConfig:
     # local
     format: str = "auto"
     glob: str = "**/*"
+    # A symlink under the source directory whose target lies outside it is skipped (reported per file)
+    # unless this is true: a link planted in a data folder must not pull in /proc/self/environ or ~/.ssh.
+    # Special files (FIFOs, sockets, devices, procfs/sysfs) are never read either way.
+    follow_symlinks: bool = False
     # demo
     domain: str = ""
     components: tuple[str, ...] = ()
@@ -66,8 +69,9 @@ class SourceConfig:
 
     def __post_init__(self) -> None:
         where = f"sources.{self.name}"
-        require(bool(re.fullmatch(r"[A-Za-z0-9_.-]+", self.name)),
-                f"source name {self.name!r}: use letters, digits, '_', '-', '.' (it appears in ids and paths)")
+        require(is_path_name(self.name),
+                f"source name {self.name!r}: use letters, digits, '_', '-', '.', not dots alone (it appears in ids "
+                f"and paths)")
         require(self.type in SOURCE_TYPES, f"{where}.type={self.type!r}: choose one of {list(SOURCE_TYPES)}")
         require(0.0 <= self.weight <= 1.0, f"{where}.weight={self.weight} must be within [0, 1]")
         require(self.max_epochs >= 1.0, f"{where}.max_epochs={self.max_epochs} must be >= 1 (1 = no upsampling)")

@@ -7,17 +7,28 @@
   exact because the shuffled order is deterministic for a given seed.
 * No remote code: datasets >= 4 no longer executes dataset scripts, and we never pass
   ``trust_remote_code``.
+* Pinned by revision: a hub repo is read at one commit. ``revision:`` should be a commit SHA (the
+  recipe pins one per dataset: ``python -m minideepseek.sources.hub_pin CONFIG`` writes them); a
+  branch or tag (or none: the default branch) is resolved to its commit SHA once, when the stage
+  starts, and the stream reads exactly that commit. The source's fingerprint is that SHA (with repo,
+  config, split, data_dir, data_files), so a dataset that moved on makes stage 1 stale, never quietly
+  different; an unpinned source says so in the log. A builder with URLs (``path: json`` +
+  ``data_files``) has no commit: its identity is its URLs (pin versioned URLs).
 * Offline tests drive this same class with ``path: json`` and local ``data_files``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, config_hash
+from ..fsio import printable
 from ..records import RawDoc
 from ..rng import rng_for
 from ..stage import InputRef
@@ -27,6 +38,22 @@ from .local import row_to_raw
 log = logging.getLogger(__name__)
 
 TRANSIENT = (ConnectionError, TimeoutError, OSError)
+
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+# datasets' packaged builders: a path that names one reads data_files, not a hub repo
+BUILDERS = ("json", "csv", "parquet", "arrow", "text", "xml", "webdataset", "imagefolder", "audiofolder", "pandas")
+
+
+def is_hub_repo(path: str) -> bool:
+    return path not in BUILDERS and "/" in path and not Path(path).expanduser().exists()
+
+
+def hub_commit(repo: str, revision: str | None) -> str:
+    """The commit SHA ``revision`` (a branch, tag or None: the default branch) of dataset ``repo`` is at now."""
+    from huggingface_hub import HfApi
+
+    return str(HfApi().dataset_info(repo, revision=revision).sha)
 
 
 def _open_stream(cfg: SourceConfig) -> Any:
@@ -46,21 +73,42 @@ def _open_stream(cfg: SourceConfig) -> Any:
 
 class HFSource:
     def __init__(self, cfg: SourceConfig, seed: int, opener: Callable[[SourceConfig], Any] = _open_stream,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.cfg = cfg
+                 sleep: Callable[[float], None] = time.sleep,
+                 resolver: Callable[[str, str | None], str] = hub_commit) -> None:
         self.name = cfg.name
         self.seed = seed
         self._opener = opener
         self._sleep = sleep
         self.retries_used = 0
+        self.requested_revision = cfg.revision
+        self.cfg = self._pin(cfg, resolver)
+
+    def _pin(self, cfg: SourceConfig, resolver: Callable[[str, str | None], str]) -> SourceConfig:
+        """``cfg`` with its revision as a commit SHA (hub repos): what is fingerprinted is what is streamed."""
+        if not is_hub_repo(cfg.path) or (cfg.revision and _SHA.fullmatch(cfg.revision)):
+            return cfg
+        try:
+            sha = resolver(cfg.path, cfg.revision)
+        except Exception as exc:  # noqa: BLE001 - offline, no such repo or revision, hub errors
+            raise ConfigError(f"source {cfg.name}: cannot resolve revision {cfg.revision or '(default branch)'} of "
+                              f"dataset {cfg.path} to a commit ({type(exc).__name__}: {printable(str(exc))[:200]}); "
+                              f"pin sources.{cfg.name}.revision to a commit SHA (python -m "
+                              f"minideepseek.sources.hub_pin CONFIG writes them)") from None
+        if not _SHA.fullmatch(sha):
+            raise ConfigError(f"source {cfg.name}: the hub answered {printable(sha)!r} for the commit of {cfg.path}")
+        log.warning("source %s: %s is not pinned (revision %s); reading commit %s. Pin it for a reproducible run: "
+                    "python -m minideepseek.sources.hub_pin CONFIG", cfg.name, cfg.path, cfg.revision or "default",
+                    sha)
+        return dataclasses.replace(cfg, revision=sha)
 
     def input_ref(self) -> InputRef:
-        # A hub dataset cannot be checksummed without reading it; its identity is repo + config +
-        # revision (pin `revision:` for a reproducible run).
+        # A hub dataset cannot be checksummed without reading it; its identity is repo + config + the commit
+        # SHA it is read at (resolved in _pin), so a dataset that moved on is a new input.
         ident = {"path": self.cfg.path, "config": self.cfg.config_name, "split": self.cfg.split,
                  "data_dir": self.cfg.data_dir,
                  "revision": self.cfg.revision, "data_files": list(self.cfg.data_files)}
-        return InputRef(name=f"source:{self.name}", path=self.cfg.path, fingerprint=config_hash(ident), detail=ident)
+        detail = {**ident, "requested_revision": self.requested_revision}
+        return InputRef(name=f"source:{self.name}", path=self.cfg.path, fingerprint=config_hash(ident), detail=detail)
 
     def _stream(self, epoch: int, skip: int) -> Iterator[dict[str, Any]]:
         ds = self._opener(self.cfg)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError
-from ..fsio import sha256_file
+from ..fsio import printable, sha256_file
 from ..records import RawDoc, Reject, lone_surrogate_field, snippet, validate_text
 from ..rng import permuted
 from ..stage import InputRef
 from .config import SourceConfig
+from .entries import Entry, check, display, recheck
 from .lines import FileProblem, LineReader
 from .spool import RecordSpool
 
@@ -81,7 +83,7 @@ class FileReport:
     records: int = 0  # valid records handed to the sampler
     blank_lines: int = 0
     rejects: Counter = field(default_factory=Counter)
-    status: str = "ok"  # ok | truncated | corrupt | empty | unreadable | unsupported
+    status: str = "ok"  # ok | truncated | corrupt | empty | unreadable | unsupported | skipped (never opened)
     problem: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -102,12 +104,14 @@ class LocalSource:
         root = Path(cfg.path).expanduser()
         if not root.exists():
             raise ConfigError(f"sources.{cfg.name}.path={cfg.path!r} does not exist; point it at a file or directory")
-        files = [root] if root.is_file() else sorted(p for p in root.glob(cfg.glob) if p.is_file())
-        self.files = [(p, k) for p in files if (k := _kind(p, cfg.format)) is not None]
-        if not self.files:
-            raise ConfigError(f"sources.{cfg.name}: no readable files under {root} (glob {cfg.glob!r}); "
-                              f"supported: {_JSONL + ('.parquet',) + _ARROW + _TEXT + _HTML}, or set format:")
         self.root = root
+        self.entries = self._list(root)
+        self.files = [(e.path, e.kind) for e in self.entries if not e.problem]
+        if not self.files:
+            skipped = "; ".join(f"{e.rel}: {e.problem}" for e in self.entries)[:400]
+            raise ConfigError(f"sources.{cfg.name}: no readable files under {display(root)} (glob {cfg.glob!r}); "
+                              f"supported: {_JSONL + ('.parquet',) + _ARROW + _TEXT + _HTML}, or set format:"
+                              + (f"; skipped: {skipped}" if skipped else ""))
         self.spool_dir: Path | None = None  # where the spools go (the stage's tmp dir); None: a tempdir
         self._records: RecordSpool[RawDoc] | None = None
         self._reset_ingestion()
@@ -121,15 +125,38 @@ class LocalSource:
         self._with_field = 0  # ... of which had the text field
         self._fields: Counter = Counter()  # field names seen (for the wrong-text_field message)
 
+    def _list(self, root: Path) -> list[Entry]:
+        """Every file the glob finds, checked (``entries.check``): links leaving the directory (unless
+        follow_symlinks), special and virtual files are kept as skipped entries, never read."""
+        follow = self.cfg.follow_symlinks
+        if not root.is_dir():  # one file named by the config: it may be a link (the user's own), never special
+            kind = _kind(root, self.cfg.format)
+            if kind is None:
+                return []
+            problem, ident = check(root, Path(os.path.realpath(root)), True)
+            return [Entry(root, display(root.name), kind, problem, ident)]
+        root_real = Path(os.path.realpath(root))
+        out = []
+        for p in sorted(root.glob(self.cfg.glob)):
+            if p.is_dir():  # a directory (or a link to one: never descended into by the glob's **)
+                continue
+            kind = _kind(p, self.cfg.format)
+            if kind is None:
+                continue
+            problem, ident = check(p, root_real, follow)
+            out.append(Entry(p, self._rel(p), kind, problem, ident))
+        return out
+
     def input_ref(self) -> InputRef:
         h = hashlib.sha256()
-        for p, _ in self.files:
-            h.update(f"{self._rel(p)}\0{sha256_file(p)}\n".encode())
-        return InputRef(name=f"source:{self.name}", path=str(self.root), fingerprint=h.hexdigest(),
+        for e in self.entries:  # skipped entries count too: a link that appears or goes changes the input
+            h.update(f"{e.rel}\0{e.problem or sha256_file(e.path)}\n".encode("utf-8", "backslashreplace"))
+        return InputRef(name=f"source:{self.name}", path=display(self.root), fingerprint=h.hexdigest(),
                         detail={"files": len(self.files)})
 
     def _rel(self, path: Path) -> str:
-        return path.name if path == self.root else path.relative_to(self.root).as_posix()
+        """The file's name in ids, reports and rejects: relative to the root, non-UTF-8 bytes escaped."""
+        return display(path.name if path == self.root else path.relative_to(self.root).as_posix())
 
     # ---- loading -------------------------------------------------------------------------------
 
@@ -158,8 +185,17 @@ class LocalSource:
         self.rejects = ()
 
     def _ingest(self, recs: RecordSpool[RawDoc], rejects: RecordSpool[Reject]) -> None:
-        for path, kind in self.files:
-            rep = FileReport(self._rel(path), kind)
+        root_real = Path(os.path.realpath(self.root if self.root.is_dir() else self.root.parent))
+        follow = self.cfg.follow_symlinks or not self.root.is_dir()
+        for entry in self.entries:
+            path, kind = entry.path, entry.kind
+            rep = FileReport(entry.rel, kind)
+            problem = entry.problem or recheck(entry, root_real, follow)
+            if problem:  # never opened: reported as this file's problem, the source's other files go on
+                rep.status, rep.problem = "skipped", problem
+                log.warning("source %s: %s: skipped: %s", self.name, printable(rep.file), printable(problem))
+                self.file_reports.append(rep)
+                continue
             try:
                 for item in self._read_file(path, kind, rep):
                     if isinstance(item, Reject):
@@ -175,9 +211,9 @@ class LocalSource:
             if rep.status == "ok" and rep.lines == 0:
                 rep.status, rep.problem = "empty", "empty input (no records)"
             if rep.status != "ok":
-                log.warning("source %s: %s: %s", self.name, rep.file, rep.problem)
+                log.warning("source %s: %s: %s", self.name, printable(rep.file), printable(rep.problem))
             for note in rep.notes:
-                log.warning("source %s: %s: %s", self.name, rep.file, note)
+                log.warning("source %s: %s: %s", self.name, printable(rep.file), printable(note))
             self.file_reports.append(rep)
         self._check_text_field()
         bad = sum(sum(r.rejects.values()) for r in self.file_reports)
@@ -200,7 +236,7 @@ class LocalSource:
 
     def _reject(self, rel: str, key: str, reason: str, detail: str, line: int | None = None,
                 offset: int | None = None, text: str | None = None, raw: bytes | None = None) -> Reject:
-        url = f"file://{self.root / rel if self.root.is_dir() else self.root}" + (f"#L{line}" if line else "")
+        url = f"file://{display(self.root)}{'/' + rel if self.root.is_dir() else ''}" + (f"#L{line}" if line else "")
         return Reject(source=self.name, source_id=key, url=url, reason=reason, detail=detail,
                       snippet=snippet(text, raw), file=rel, line=line, offset=offset)
 
@@ -234,7 +270,7 @@ class LocalSource:
             yield self._reject(rel, rel, bad[0], bad[1], text=text)
             return
         yield RawDoc(source_id=rel, text=text, fmt="html" if kind == "html" else self.cfg.fmt,
-                     url=f"file://{path}", license=self.cfg.license, lang=self.cfg.lang, file=rel, checked=True)
+                     url=f"file://{display(path)}", license=self.cfg.license, lang=self.cfg.lang, file=rel, checked=True)
 
     def _read_jsonl(self, path: Path, rep: FileReport) -> Iterator[RawDoc | Reject]:
         rel = rep.file
@@ -266,9 +302,11 @@ class LocalSource:
                 continue
             try:
                 row = json.loads(s)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                msg = f"{exc.msg} at col {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "nested too deep"
-                yield self._reject(rel, key, "invalid_json", msg, ln.number, ln.offset, text=s)
+            except (ValueError, RecursionError) as exc:  # ValueError: also what the parser accepts but Python
+                # refuses to convert (an integer of more than 4,300 digits)
+                msg = (f"{exc.msg} at col {exc.colno}" if isinstance(exc, json.JSONDecodeError) else
+                       "nested too deep" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {exc}"[:200])
+                yield self._reject(rel, key, "invalid_json", msg, ln.number, ln.offset, text=s[:200])
                 continue
             if not isinstance(row, dict):
                 kind = "null" if row is None else "array" if isinstance(row, list) else type(row).__name__
@@ -276,7 +314,7 @@ class LocalSource:
                                    ln.number, ln.offset, text=s)
                 continue
             del s
-            yield self._row(row, rel, key, f"file://{path}#L{ln.number}", ln.number, ln.offset)
+            yield self._row(row, rel, key, f"file://{display(path)}#L{ln.number}", ln.number, ln.offset)
         if reader.problem is not None:
             raise reader.problem
 
@@ -284,13 +322,37 @@ class LocalSource:
         rel = rep.file
         i = 0
         for batch in batches:
-            for row in _batch_rows(batch):
+            try:
+                rows: list[dict[str, Any]] | None = _batch_rows(batch)
+            except FileProblem:
+                raise
+            except Exception:  # noqa: BLE001 - a value Python cannot hold (a timestamp past year 9999): row by row
+                rows = None
+            for j in range(batch.num_rows):
                 rep.lines += 1
-                yield self._row(row, rel, f"{rel}#{i}", f"file://{path}#{i}", None, None)
+                key = f"{rel}#{i}"
+                if rows is not None:
+                    yield self._row(rows[j], rel, key, f"file://{display(path)}#{i}", None, None)
+                else:
+                    try:
+                        row = _batch_rows(batch.slice(j, 1))[0]
+                    except Exception as exc:  # noqa: BLE001 - this row's reject, the file goes on
+                        yield self._reject(rel, key, "bad_record", f"row {i:,}: {type(exc).__name__}: {exc}"[:300])
+                    else:
+                        yield self._row(row, rel, key, f"file://{display(path)}#{i}", None, None)
                 i += 1
 
     def _row(self, row: dict[str, Any], rel: str, key: str, default_url: str, line: int | None,
              offset: int | None) -> RawDoc | Reject:
+        """One record, validated; any exception while converting it is that record's reject (``bad_record``,
+        with its line), never the stage's crash: a hostile record must not stop a run."""
+        try:
+            return self._row_checked(row, rel, key, default_url, line, offset)
+        except Exception as exc:  # noqa: BLE001 - whatever one record does to the conversion, it is its reject
+            return self._reject(rel, key, "bad_record", f"{type(exc).__name__}: {exc}"[:300], line, offset)
+
+    def _row_checked(self, row: dict[str, Any], rel: str, key: str, default_url: str, line: int | None,
+                     offset: int | None) -> RawDoc | Reject:
         self._objects += 1
         self._fields.update(row.keys())
         if self.cfg.text_field in row:

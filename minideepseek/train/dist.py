@@ -1,16 +1,21 @@
-"""Process-group plumbing: one process or ``torchrun --nproc_per_node=N`` (NCCL on GPUs, gloo on CPU).
+"""Process-group plumbing: one process, ``smoke_train.py --nproc N`` (``launch.py``), or an external
+``torchrun`` (multi-node, trusted networks only); NCCL on GPUs, gloo on CPU.
 
-torchrun sets RANK, LOCAL_RANK, WORLD_SIZE and the rendezvous variables; without them this is a
-single process and no process group is created. Every collective here is called by every rank in
-the same order; only rank 0 writes files.
+The launcher sets RANK, LOCAL_RANK, WORLD_SIZE and ``MINIDEEPSEEK_DIST_INIT`` (a ``file://`` store in a
+private directory: no TCP rendezvous); torchrun sets RANK etc. and its ``env://`` rendezvous variables.
+Without them this is a single process and no process group is created. Every collective here is called
+by every rank in the same order; only rank 0 writes files. Objects go between ranks as JSON, never
+pickles (``broadcast_object``): a peer's bytes are never unpickled.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -45,7 +50,10 @@ class DistEnv:
             self.device = torch.device("cuda", self.local_rank)
         if self.world > 1 and not self.initialized:
             backend = "nccl" if device_kind == "cuda" else "gloo"
-            kw = {"device_id": self.device} if device_kind == "cuda" else {}
+            kw: dict[str, Any] = {"device_id": self.device} if device_kind == "cuda" else {}
+            init = os.environ.get("MINIDEEPSEEK_DIST_INIT")  # launch.py's private file store (no TCP store)
+            if init:
+                kw.update(init_method=init, rank=self.rank, world_size=self.world)
             dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s), **kw)
             self.initialized = True
             log.info("rank %d/%d joined the %s process group on %s", self.rank, self.world, backend, self.device)
@@ -64,11 +72,19 @@ class DistEnv:
         return out
 
     def broadcast_object(self, obj: object) -> object:
+        """Rank 0's ``obj`` on every rank. JSON over two tensor broadcasts (length, bytes), not
+        ``broadcast_object_list``: that one unpickles what it receives, and a rank must never run code
+        from bytes that came over a socket. ``obj`` must be JSON (a path, a number, a bool, None)."""
         if not self.initialized:
             return obj
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
+        data = json.dumps(obj).encode("utf-8") if self.is_main else b""
+        n = torch.tensor([len(data)], dtype=torch.int64, device=self.device)
+        dist.broadcast(n, src=0)
+        buf = (torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device) if self.is_main
+               else torch.empty(int(n.item()), dtype=torch.uint8, device=self.device))
+        if int(n.item()):
+            dist.broadcast(buf, src=0)
+        return json.loads(buf.cpu().numpy().tobytes().decode("utf-8"))
 
     def barrier(self) -> None:
         if self.initialized:

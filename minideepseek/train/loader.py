@@ -29,13 +29,13 @@ window 0, 1, ...; ``positions`` restart at 0 where each document (or the window)
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from ..arrow_io import shard_paths
 from ..config import ConfigError
 from ..rng import rng_for
 from ..tokenizer.config import PAD_ID
@@ -63,8 +63,7 @@ class PackedBlocks:
     """The blocks of a packed ``save_to_disk`` directory, memory-mapped."""
 
     def __init__(self, ds_dir: Path) -> None:
-        state = json.loads((ds_dir / "state.json").read_text(encoding="utf-8"))
-        self.paths = [ds_dir / f["filename"] for f in state["_data_files"]]
+        self.paths = shard_paths(ds_dir)  # names from state.json, each confined to the directory
         self._maps: list[pa.MemoryMappedFile] = []
         self._ids: list[np.ndarray] = []
         self._spans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (offsets, starts, ends)

@@ -38,9 +38,10 @@ FAILURE_NOTES = [
      "counts the memory-mapped shards' touched pages."),
     ("A rank hangs",
      "Every rank must run the same number of steps and collectives: the loader gives each rank the same "
-     "count of micro-batches per epoch, so look for a rank that died (torchrun prints its traceback and "
-     "exit code) or one stuck on I/O (a slow or missing shard). Collectives time out after 10 minutes "
-     "instead of hanging forever; rerun with NCCL_DEBUG=INFO (GPU) or TORCH_DISTRIBUTED_DEBUG=DETAIL. A "
+     "count of micro-batches per epoch, so look for a rank that died (its traceback is in the log; the "
+     "--nproc launcher then stops the other ranks) or one stuck on I/O (a slow or missing shard). "
+     "Collectives time out after 10 minutes instead of hanging forever; rerun with NCCL_DEBUG=INFO (GPU) or "
+     "TORCH_DISTRIBUTED_DEBUG=DETAIL. A "
      "resumed run restarts from the last checkpoint, bit for bit on CPU."),
     ("Throughput lower than expected",
      "Compare tokens/s with and without the document mask (below) and the MFU against the device's peak. On "

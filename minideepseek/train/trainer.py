@@ -38,7 +38,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..config import ConfigError
-from ..fsio import write_json_atomic
+from ..fsio import printable, write_json_atomic
 from ..provenance import peak_rss_mb
 from .config import TrainConfig
 from .dist import DistEnv
@@ -213,7 +213,14 @@ class Checkpoints:
         paths = self.paths()
         if not paths:
             return None
-        meta = json.loads(paths[-1].with_suffix(".json").read_text(encoding="utf-8"))
+        try:
+            meta = json.loads(paths[-1].with_suffix(".json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise CheckpointError(f"checkpoint record {printable(str(paths[-1].with_suffix('.json')))} is unreadable "
+                                  f"({type(exc).__name__}); {_FRESH}") from None
+        if not isinstance(meta, dict) or not isinstance(meta.get("step"), int):
+            raise CheckpointError(f"checkpoint record {printable(str(paths[-1].with_suffix('.json')))} is malformed; "
+                                  f"{_FRESH}")
         if meta.get("identity") != self.identity:
             log.warning("ignoring checkpoint %s: written for a different config, packed data or rank count "
                         "(%s != %s)", paths[-1], meta.get("identity"), self.identity)
@@ -261,9 +268,14 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
     path = env.broadcast_object(ckpts.latest() if tc.resume and env.is_main else None)  # rank 0 decides
     if path is not None:
         payload = load_checkpoint(path)
+        check_resume_payload(payload, path)
         log.info("resuming from %s (step %d)", path, payload["step"])
-        model.load_state_dict(payload["model"])
-        opt.load_state_dict(payload["optimizer"])
+        try:
+            model.load_state_dict(payload["model"])
+            opt.load_state_dict(payload["optimizer"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as exc:  # shapes or names of another model
+            raise CheckpointError(f"checkpoint {printable(str(path))} does not fit this model and optimizer "
+                                  f"({type(exc).__name__}: {_first_line(exc)}); {_FRESH}") from None
         res.step, res.loader_state = payload["step"], LoaderState(**payload["loader_state"])
         res.history, res.val, res.batches = payload["history"], payload["val"], payload["batches"]
         res.resumed_from = res.step
@@ -342,29 +354,64 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
     return res
 
 
-class UnsafeCheckpointError(ConfigError):
+class CheckpointError(ConfigError):
+    """A checkpoint cannot be used: truncated, damaged, or not shaped like the ones this trainer writes."""
+
+
+class UnsafeCheckpointError(CheckpointError):
     """A checkpoint holds something other than tensors and plain types (it could run code)."""
+
+
+_FRESH = "delete it (or set train.resume=false) to start fresh"
+# what resume_payload writes, and the type each key must have
+_RESUME_KEYS = {"model": dict, "optimizer": dict, "step": int, "loader_state": dict, "history": list, "val": list,
+                "batches": list}
+
+
+def _first_line(exc: BaseException) -> str:
+    return printable((str(exc).strip().splitlines() or [type(exc).__name__])[0][:200])
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint with ``weights_only=True``: only tensors, numbers, strings, lists, tuples and
     dicts are unpickled, so a checkpoint handed over by someone else cannot run code when resumed
     (``weights_only=False`` would call whatever the pickle names). Every payload we write is such
-    plain types (``resume_payload``/``final_checkpoint``); anything else is refused in one line."""
+    plain types (``resume_payload``/``final_checkpoint``); anything else is refused in one line, as is a
+    truncated or damaged file (exit 2, never a traceback). Paths and torch's words are printed with
+    control characters escaped: a crafted file name or pickle must not write to the terminal."""
     import pickle
 
+    where = printable(str(path))
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         # torch's message is a multi-line how-to-override; keep only what was refused
         found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
         detail = re.search(r"WeightsUnpickler error: ([^\n.]+)", str(exc))
-        reason = (f"it names the callable {found.group(1)}" if found
-                  else detail.group(1).strip() if detail else type(exc).__name__)
+        reason = (f"it names the callable {printable(found.group(1))}" if found
+                  else printable(detail.group(1).strip()) if detail else type(exc).__name__)
         raise UnsafeCheckpointError(
-            f"refusing to load checkpoint {path}: it holds objects other than tensors and plain types "
+            f"refusing to load checkpoint {where}: it holds objects other than tensors and plain types "
             f"({reason}); it was not written by this trainer, or was tampered with. Delete it (or set "
             f"train.resume=false) to start fresh; never load it with weights_only=False") from None
+    except Exception as exc:  # noqa: BLE001 - a cut file (no zip directory), not a torch file, an I/O error
+        raise CheckpointError(f"cannot load checkpoint {where}: {type(exc).__name__}: {_first_line(exc)}; it is "
+                              f"truncated or damaged: {_FRESH}") from None
+    if not isinstance(payload, dict):
+        raise CheckpointError(f"checkpoint {where} holds a {type(payload).__name__}, not this trainer's payload; "
+                              f"{_FRESH}")
+    return payload
+
+
+def check_resume_payload(payload: dict[str, Any], path: str | Path) -> None:
+    """A resume checkpoint must carry every key ``resume_payload`` writes, with its type."""
+    bad = [k for k, t in _RESUME_KEYS.items() if not isinstance(payload.get(k), t) or isinstance(payload.get(k), bool)]
+    ls = payload.get("loader_state")
+    if isinstance(ls, dict) and set(ls) != {"epoch", "position"}:
+        bad.append("loader_state")
+    if bad:
+        raise CheckpointError(f"checkpoint {printable(str(path))} is malformed (missing or wrong: {', '.join(bad)}); "
+                              f"{_FRESH}")
 
 
 def resume_payload(res: TrainResult) -> dict[str, Any]:

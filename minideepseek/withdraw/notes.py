@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..mdsafe import md_code, md_text
 from ..pipeline import MIXED_DEDUP, MIXED_RAW, PACKED
 
 # the artifacts whose text verification scans (the tokenizer holds ids of a sample, the model weights)
@@ -45,8 +46,8 @@ def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
     shards = r["shards"].get("packed", [])
     changed = [s for s in shards if s["changed"]]
     lines = [f"# Withdrawal {r['ticket']}", "",
-             f"Requested by {r['who'] or '—'} ({r['why'] or 'no reason given'}); selectors "
-             + ", ".join(f"`{s['kind']}={s['value']}`" for s in r["selectors"])
+             f"Requested by {md_text(r['who']) or '—'} ({md_text(r['why']) or 'no reason given'}); selectors "
+             + ", ".join(md_code(f"{s['kind']}={s['value']}") for s in r["selectors"])
              + f"; accepted {r['accepted']}, applied {r['applied']}.", "",
              f"- documents withdrawn: {len(r['docs'])} "
              f"({', '.join(d['id'] + ' [' + d['via'] + ']' for d in r['docs'][:10])}"
@@ -110,8 +111,8 @@ def release_note(records: list[dict[str, Any]]) -> str:
     for r in records:
         v = r["verification"]
         lines += [f"## {r['ticket']} — {len(r['docs'])} document(s), applied {r['applied']}", "",
-                  f"Requested by {r['who'] or '—'}: {r['why'] or 'no reason given'}. Selectors: "
-                  + ", ".join(f"`{s['kind']}={s['value']}`" for s in r["selectors"]) + ".", "",
+                  f"Requested by {md_text(r['who']) or '—'}: {md_text(r['why']) or 'no reason given'}. Selectors: "
+                  + ", ".join(md_code(f"{s['kind']}={s['value']}") for s in r["selectors"]) + ".", "",
                   "Removed: " + ", ".join(f"`{d['id']}` ({d['source']}; {d['via']})" for d in r["docs"]) + ".", "",
                   "Where: " + "; ".join(f"{a}: {sum(p.values())} row(s)" for a, p in r["location"]["datasets"].items())
                   + f"; packed: {sum(len(x) for x in r['location']['packed_blocks'].values())} block(s) in "

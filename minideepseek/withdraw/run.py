@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import pipeline
+from .. import pipeline, runlock
 from ..arrow_io import iter_dataset_rows, read_columns
 from ..config import ConfigError
-from ..fsio import write_json_atomic, write_text_atomic
+from ..fsio import atomic_writer, write_json_atomic, write_text_atomic
 from ..invocation import venv_python
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER, Plan
-from ..stage import ArtifactEdit, publish_reports, read_manifest, restore_interrupted_swap
+from ..stage import ArtifactEdit, live_suffix, publish_reports, read_manifest, restore_interrupted_swap, verify_before_use
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
 from .config import WithdrawStageConfig
 from .hooks import EditContext
@@ -73,9 +73,20 @@ class Withdrawal:
                 dry_run: bool = False) -> int:
         if not selectors:
             raise ConfigError("name what to withdraw: --id, --url, --hash, --text or --source (repeatable)")
+        with runlock.hold(self.run_dir):  # no stage may write this run while it is edited (and no 2nd withdrawal)
+            return self._request(selectors, who, why, retrain_tokenizer, dry_run)
+
+    def _verify(self, dry_run: bool = False) -> None:
+        """Every artifact is checked against its manifest before anything is read or rewritten: a damaged
+        shard must be refused here, not re-hashed into a "verified" withdrawal."""
         if not dry_run:  # a dry run writes nothing: not even the recovery of an interrupted swap
             for art in pipeline.artifacts():
                 restore_interrupted_swap(self.run_dir / art)
+        verify_before_use(self.run_dir, pipeline.artifacts(), self.config_path)
+
+    def _request(self, selectors: list[Selector], who: str, why: str, retrain_tokenizer: bool,
+                 dry_run: bool) -> int:
+        self._verify(dry_run)
         t = ticket_id(selectors)
         state = self.log.tickets().get(t)
         if state is not None and state.applied is not None:
@@ -119,16 +130,16 @@ class Withdrawal:
         return self._apply(t, docs, retrain_tokenizer)
 
     def resume(self, retrain_tokenizer: bool = False) -> int:
-        pending = [(t, s) for t, s in self.log.tickets().items() if s.pending]
-        if not pending:
-            print(f"no interrupted withdrawal in {self.log.path}")
-            return EXIT_OK
-        rc = EXIT_OK
-        for t, s in pending:
-            for art in pipeline.artifacts():
-                restore_interrupted_swap(self.run_dir / art)
-            rc = max(rc, self._apply(t, s.docs or [], retrain_tokenizer))
-        return rc
+        with runlock.hold(self.run_dir):
+            pending = [(t, s) for t, s in self.log.tickets().items() if s.pending]
+            if not pending:
+                print(f"no interrupted withdrawal in {self.log.path}")
+                return EXIT_OK
+            rc = EXIT_OK
+            for t, s in pending:
+                self._verify()
+                rc = max(rc, self._apply(t, s.docs or [], retrain_tokenizer))
+            return rc
 
     # ---- step 1: fingerprints and "before" figures ---------------------------------------------
     def _prepare(self, t: str, docs: list[dict[str, Any]], loc: Location) -> None:
@@ -151,9 +162,8 @@ class Withdrawal:
                 flat, ln = encode_docs(tok, [texts[d["id"]]])
                 lens[d["id"]] = int(ln[0])  # tokens + EOT, as packed
                 arrays[f"t{k}"], arrays[f"tn{k}"] = token_grams(flat[:-1], self.wc.token_ngram)
-        tmp = self.records / f".{t}.npz.tmp-{os.getpid()}.npz"
-        np.savez(tmp, **arrays)
-        os.replace(tmp, self.records / f"{t}.npz")
+        with atomic_writer(self.records / f"{t}.npz") as fh:  # temp file + rename, never through a link
+            np.savez(fh, **arrays)
         in_dedup = []
         if read_manifest(self.run_dir / "mixed_dedup") is not None:
             in_dedup = [r["id"] for r in iter_dataset_rows(self.run_dir / "mixed_dedup", columns=["id"]) if r["id"] in ids]
@@ -288,7 +298,8 @@ class Withdrawal:
     def _smoke_train(self, t: str, entry: dict[str, Any], blocks_changed: bool) -> str:
         art = self.run_dir / "smoke_train"
         for stray in self.run_dir.glob("smoke_train.withdrawn-*"):
-            shutil.rmtree(stray, ignore_errors=True)
+            if not live_suffix(stray.name, ".withdrawn-"):  # never another live process's
+                shutil.rmtree(stray, ignore_errors=True)
         man = read_manifest(art)
         if man is None:
             return "absent (removed, or never run)"
