@@ -6,6 +6,8 @@
     .venv/bin/python report.py compare reports/demo /elsewhere/reports/run7 --out /tmp/dash
     .venv/bin/python report.py bill demo                       # reports/demo/cost.{md,json}: 1B / 70B / 15T projection
     .venv/bin/python report.py bill demo --filter-keep 0.1 --cores 2 --cores 512 --exponent mixed_dedup=1.1
+    .venv/bin/python report.py blame demo --step 40            # reports/demo/blame/: step 40's documents, verified
+    .venv/bin/python report.py blame demo --doc ID             # every step that trained document ID, and why not
 
 A RUN is a run name (reports/<name>, with data/<name> for stage wall times when present) or a path to
 a run's report directory. Only reports and manifests are read, never the raw data. The HTML page is
@@ -20,6 +22,7 @@ import logging
 from pathlib import Path
 
 from minideepseek.bill_cli import add_bill_parser, bill_main
+from minideepseek.blame_cli import add_blame_parser, blame_main
 from minideepseek.cli import run_cli, setup_logging
 from minideepseek.dashboard.collect import collect
 from minideepseek.dashboard.drift import Thresholds, drift_flags
@@ -39,6 +42,8 @@ def _run_dirs(run: str, reports_dir: Path, data_dir: Path) -> tuple[Path, Path |
 def _main(args: argparse.Namespace) -> int:
     if args.cmd == "bill":
         return bill_main(args, *_run_dirs(args.run, Path(args.reports_dir), Path(args.data_dir)))
+    if args.cmd == "blame":
+        return blame_main(args, *_run_dirs(args.run, Path(args.reports_dir), Path(args.data_dir)))
     names = [args.run] if args.cmd == "show" else [args.run_a, args.run_b]
     runs = [collect(*_run_dirs(n, Path(args.reports_dir), Path(args.data_dir))) for n in names]
     th = Thresholds.parse(args.threshold)
@@ -65,7 +70,8 @@ def _add_common(p: argparse.ArgumentParser, sub: bool) -> None:
     p.add_argument("--data-dir", dest=pre + "data_dir", default=d("data"), metavar="DIR",
                    help="where runs' artifacts are, for stage wall times (default: data)")
     p.add_argument("--out", dest=pre + "out", default=d(None), metavar="DIR",
-                   help="where dashboard.{html,md,json} go (default: --reports-dir)")
+                   help="where the output goes (default: --reports-dir for dashboard.{html,md,json}, the run's "
+                   "report directory for bill's cost.* and blame's blame/)")
     p.add_argument("--threshold", dest=pre + "threshold", action="append", default=d([]), metavar="NAME=VALUE",
                    help=f"drift threshold, repeatable; names: {', '.join(f.name for f in dataclasses.fields(Thresholds))}")
     p.add_argument("--fail-on-drift", dest=pre + "fail_on_drift", action="store_true", default=d(False),
@@ -85,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("run_b")
     _add_common(c, sub=True)
     add_bill_parser(sub, _add_common)
+    add_blame_parser(sub, _add_common)
     return p
 
 

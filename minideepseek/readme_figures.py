@@ -29,6 +29,7 @@ import difflib
 import json
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -233,7 +234,51 @@ def withdrawal(r: Reports) -> str:
             f"{tk['train_docs']:,} training documents, {_pct(tk['share'], 2)}, threshold {_pct(tk['threshold'], 0)}); "
             f"verification {'PASS' if v['pass'] else 'TRACES FOUND'} over {checked['mixed_raw_rows']:,} + "
             f"{checked['mixed_dedup_rows']:,} rows, {checked['packed_blocks']:,} blocks and {checked['text_files']} "
-            f"text files.")
+            f"text files." + _trained(w.get("training")))
+    return "\n\n".join(out) + "\n"
+
+
+def _trained(training: dict[str, Any] | None) -> str:
+    """The withdrawn documents' place in the smoke train (the step ledger), for the withdrawal figure."""
+    if not training:
+        return ""
+    hit = [t for t in training.values() if t["steps"]]
+    if not hit:
+        return f" None of the {len(training)} documents had been trained by the smoke train."
+    steps = sorted({s for t in hit for s in t["steps"]})
+    return (f" The smoke train had read {len(hit)} of the {len(training)} documents in {len(steps)} of its "
+            f"{hit[0]['last_step']} steps ({sum(t['exposures'] for t in hit)} exposures, "
+            f"{sum(t['tokens'] for t in hit):,} tokens; checkpoints from step {min(t['first_checkpoint'] for t in hit)} "
+            "contain them).")
+
+
+def blame(r: Reports) -> str:
+    """The step ledger's example queries (``report.py blame``, saved under ``blame/`` by regen_examples.sh)."""
+    steps, docs = sorted(r.dir.glob("blame/step-*.json")), sorted(r.dir.glob("blame/doc-*.json"))
+    if not steps and not docs:
+        return (f"No `report.py blame` example is committed in this checkout (`{shown(r.dir)}/blame/` is empty): "
+                f"`scripts/regen_examples.sh` produces it.\n")
+    out = []
+    for path in steps:
+        s = r.get(f"blame/{path.stem}")
+        by_src = Counter(dict((d["id"], d["source"]) for rk in s["ranks"] for sq in rk["sequences"]
+                              for d in sq["documents"]).values())
+        verdict = ("verified (the rebuilt batches match the recorded sample ids and token digests)" if s["verified"]
+                   else "not verified (trained before the ledger)" if s["unrecorded"] else "**MISMATCH**")
+        out.append(f"Step {s['step']} of {s['steps']} (`{shown(r.dir)}/blame/{path.stem}.md`): {s['world']} rank(s) x "
+                   f"{s['grad_accum']} micro-batch(es) x {s['micro_batch']} sequences of {s['seq_len']} tokens held "
+                   f"{s['documents']} documents ("
+                   + ", ".join(f"{n} {src}" for src, n in sorted(by_src.items(), key=lambda x: (-x[1], x[0])))
+                   + f"); {verdict}.")
+    for path in docs:
+        d = r.get(f"blame/{path.stem}")
+        reasons = Counter(n["reason"].split(":")[0] for n in d["not_trained"])
+        untrained = "; ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none"
+        steps_txt = (f"trained in {len(d['steps'])} step(s) (first {d['steps'][0]}, last {d['steps'][-1]}), "
+                     f"{d['exposures']} exposure(s), {d['tokens_trained']:,} tokens; the first checkpoint holding it "
+                     f"is step {d['first_checkpoint']}" if d["steps"] else "never trained")
+        out.append(f"Document `{d['id']}` ({d['source']}, `{shown(r.dir)}/blame/{path.stem}.md`): {len(d['pieces'])} "
+                   f"packed piece(s); {steps_txt}; windows not trained: {untrained}.")
     return "\n\n".join(out) + "\n"
 
 
@@ -337,7 +382,7 @@ def project_wall(results: list[dict]) -> tuple[dict, dict, dict[str, float]] | N
 
 BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times": stage_times, "withdraw": withdrawal,
                                                "headline": headline,
-                                               "dashboard": dashboard, "scale": scale,
+                                               "dashboard": dashboard, "scale": scale, "blame": blame,
                                                # the stage table comes from the registry, not from a run
                                                "stages": lambda r: pipeline.layout_table()}
 

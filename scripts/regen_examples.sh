@@ -10,6 +10,7 @@
 #   1. bash run_pipeline.sh                                   -> reports/examples/demo/ (the README's table)
 #   2. the dashboard exercise's second run (docs/operations.md) -> reports/examples/demo_b/
 #   3. report.py compare demo demo_b                          -> reports/examples/dashboard.{html,md,json,png}
+#      report.py blame demo --step 40 / --doc <id>          -> reports/examples/demo/blame/ (the step ledger)
 #   4. the withdrawal example on its own run                  -> reports/examples/demo_withdraw/
 #   5. python -m minideepseek.readme_figures                  -> README.md + docs/*.md regions
 # The scale figures (reports/examples/scale/) come from bench/bench_scale.py --publish, not from here.
@@ -33,6 +34,9 @@ cd "$WORK/repo"
 bash run_pipeline.sh
 bash run_pipeline.sh --set run.name=demo_b --set sources.arxiv.weight=0.15 --set sources.fineweb_edu.weight=0.35
 .venv/bin/python report.py compare demo demo_b
+# the step ledger's example queries: one step, and the document the withdrawal example withdraws
+.venv/bin/python report.py blame demo --step 40
+.venv/bin/python report.py blame demo --doc wanjuan_zh/474cdf39978157ec
 bash run_pipeline.sh --set run.name=demo_withdraw
 rc=0
 bash run_pipeline.sh withdraw --set run.name=demo_withdraw --id wanjuan_zh/474cdf39978157ec \

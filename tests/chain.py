@@ -49,14 +49,19 @@ def build_chain(tmp: Path, name: str = "t", weights: tuple[float, float] = (0.55
     root = tmp / "run"
     root.mkdir(exist_ok=True)
     (root / f"{name}.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    for stage in (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle):
+        assert run_in(root, stage, "--config", f"{name}.yaml") == 0
+    return root
+
+
+def run_in(root: Path, mod, *argv: str) -> int:
+    """``mod.main(argv)`` with ``root`` as the working directory (configs name paths relative to it)."""
     cwd = os.getcwd()
     os.chdir(root)
     try:
-        for stage in (mix_sampler, cross_source_dedup, train_tokenizer, pack_shuffle):
-            assert stage.main(["--config", f"{name}.yaml"]) == 0
+        return mod.main(list(argv))
     finally:
         os.chdir(cwd)
-    return root
 
 
 # Real Chinese prose (三国演义, public domain), rotated into varied short documents.

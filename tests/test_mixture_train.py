@@ -11,7 +11,7 @@ import yaml
 import pack_shuffle
 import smoke_train
 from minideepseek.stage import read_manifest
-from tests.chain import build_chain
+from tests.chain import build_chain, run_in
 
 TRAIN = {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 32, "micro_batch": 4, "grad_accum": 2,
          "val_blocks": 4, "max_steps": 10, "warmup": 2, "lr": 0.01, "min_lr": 0.001, "eval_interval": 5,
@@ -21,15 +21,6 @@ TRAIN = {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 32, "micro_batch":
                      {"until": 1.0, "weights": {"the_stack_v2": 0.75, "fineweb_edu": 0.25}}]}
 
 
-def _run(root, *args):
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
-        return args[0].main(list(args[1:]))
-    finally:
-        os.chdir(cwd)
-
-
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     root = build_chain(tmp_path_factory.mktemp("mixtrain"))
@@ -37,14 +28,14 @@ def chain(tmp_path_factory):
     cfg["pack"]["by_source"] = True
     cfg["train"] = TRAIN
     (root / "t.yaml").write_text(yaml.safe_dump(cfg))
-    assert _run(root, pack_shuffle, "--config", "t.yaml") == 0
+    assert run_in(root, pack_shuffle, "--config", "t.yaml") == 0
     return root
 
 
 @pytest.mark.slow
 def test_two_phase_mixture_train_and_resume(chain):
     root = chain
-    assert _run(root, smoke_train, "--config", "t.yaml") == 0
+    assert run_in(root, smoke_train, "--config", "t.yaml") == 0
     out = root / "data/t/smoke_train"
     rep = json.loads((root / "reports/t/mixture.json").read_text())
     assert "## Per phase" in (root / "reports/t/mixture.md").read_text()
@@ -79,11 +70,23 @@ def test_two_phase_mixture_train_and_resume(chain):
     summ = (root / "reports/t/summary.md").read_text()
     assert "planned epochs w·D/U" in summ and f"{rep['epochs']['fineweb_edu']['epochs']:.3f}" in summ
     assert f"within {rep['max_phase_deviation_pp']} pp of the schedule per phase" in summ
+    # the step ledger replays the mixture sampler: every step verified, exposures add up, phases as scheduled
+    from minideepseek.train.blame import blame_doc, blame_step, exposures
+    from minideepseek.train.ledger import Replay
+
+    rp = Replay.open(out.parent)
+    assert rp.mixture is not None and all(blame_step(rp, s)["verified"] for s in range(1, 11))
+    ex = exposures(rp)
+    assert sum(e["tokens"] for e in ex.values()) == 10 * 4 * 2 * 32
+    for doc in sorted(ex, key=lambda d: -ex[d]["exposures"])[:5]:
+        for o in blame_doc(rp, doc)["occurrences"]:
+            assert o["phase"] == (0 if o["step"] <= 6 else 1) and o["epoch"] is None
+    rp.close()
     ref = (out / "batches.jsonl").read_text()
     ref_fp = read_manifest(out)["fingerprint"]
     # stopped at step 5 (before the switch at 6), resumed: the same batches and weights
-    assert _run(root, smoke_train, "--config", "t.yaml", "--force", "--set", "train.stop_at_step=5") == 0
-    assert _run(root, smoke_train, "--config", "t.yaml", "--force") == 0
+    assert run_in(root, smoke_train, "--config", "t.yaml", "--force", "--set", "train.stop_at_step=5") == 0
+    assert run_in(root, smoke_train, "--config", "t.yaml", "--force") == 0
     man = read_manifest(out)
     assert man["counters"]["resumed_from"] == 5  # the stop's checkpoint; phase 1 starts at step 7
     assert (out / "batches.jsonl").read_text() == ref and man["fingerprint"] == ref_fp
@@ -91,9 +94,9 @@ def test_two_phase_mixture_train_and_resume(chain):
 
 def test_epoch_limit_and_unknown_source_refused(chain):
     root = chain
-    assert _run(root, smoke_train, "--config", "t.yaml", "--set", "train.max_epochs_per_source=0.01") == 2
+    assert run_in(root, smoke_train, "--config", "t.yaml", "--set", "train.max_epochs_per_source=0.01") == 2
     cfg = yaml.safe_load((root / "t.yaml").read_text())
     bad = dict(cfg["train"])
     bad["mixture"] = [{"until": 1.0, "weights": {"the_stack_v2": 0.5, "nope": 0.5}}]
     (root / "bad.yaml").write_text(yaml.safe_dump({**cfg, "train": bad}))
-    assert _run(root, smoke_train, "--config", "bad.yaml") == 2
+    assert run_in(root, smoke_train, "--config", "bad.yaml") == 2

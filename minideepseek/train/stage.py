@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "smoke_train"
 ARTIFACT = SMOKE_TRAIN
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: batches.jsonl carries token_hash (ledger.py)
 # What the report's peak RSS is: stated with it, so a reader knows what to compare it with.
 MEMORY_COUNTS = ("the largest resident set of rank 0's process (ru_maxrss, or of a waited-for child when larger): "
                  "the Python interpreter and torch's libraries, the model, gradients and AdamW state, one micro-batch's "

@@ -43,6 +43,7 @@ from ..provenance import peak_rss_mb
 from .config import TrainConfig
 from .dist import DistEnv
 from .heap import HeapGuard, keep_heap
+from .ledger import digest_words, token_digest, words_digest
 from .loader import Batch, LoaderState, RankLoader, SamplePlan, val_batches
 from .mixture import MixtureRankLoader
 from .model import GPT, AttentionKind, ModelConfig
@@ -65,7 +66,8 @@ class TrainResult:
     loader_state: LoaderState
     history: list[dict[str, Any]] = field(default_factory=list)  # one per optimizer step
     val: list[dict[str, Any]] = field(default_factory=list)  # {"step", "val_loss", "tokens"}
-    batches: list[dict[str, Any]] = field(default_factory=list)  # {"step", "samples": [[rank 0 ...], ...]}
+    # {"step", "samples": [[rank 0 ...], ...], "token_hash": [rank 0's digest, ...]} (ledger.py)
+    batches: list[dict[str, Any]] = field(default_factory=list)
     resumed_from: int | None = None
     train_s: float = 0.0  # this process's time in training steps (evaluation excluded)
     eval_s: float = 0.0
@@ -309,10 +311,11 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
         for g in opt.param_groups:
             g["lr"] = lr
         loss_sum = torch.zeros((), dtype=torch.float32, device=env.device)
-        mine = []
+        mine, toks = [], []
         for micro in range(tc.grad_accum):
             b = loader.next_batch(tc.doc_mask)
             mine.append(b.samples)
+            toks.append(b.tokens)
             x, y, seg, pos = to_device(b, env.device, tc.doc_mask, single_doc_causal=not compiled)
             sync = micro == tc.grad_accum - 1 or env.world == 1
             with (contextlib.nullcontext() if sync else ddp.no_sync()), autocast():
@@ -324,6 +327,8 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
         opt.zero_grad(set_to_none=True)
         mean_loss = float(env.all_reduce_sum(loss_sum) / (tc.grad_accum * env.world))
         samples = env.all_gather(torch.from_numpy(np.concatenate(mine)).to(env.device))
+        # the step ledger (ledger.py): what each rank trained on, checkable by a replay of the schedule
+        digests = env.all_gather(torch.from_numpy(digest_words(token_digest(toks))).to(env.device))
         dt = time.time() - t0
         res.train_s += dt
         guard.after_step()
@@ -332,7 +337,8 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
         res.history.append({"step": step, "loss": mean_loss, "lr": lr, "grad_norm": float(gnorm),
                             "tokens": step * tokens_per_step, "tokens_per_s": round(tokens_per_step / dt, 1),
                             "step_s": round(dt, 4), "mem_mb": memory_mb(env.device)})
-        res.batches.append({"step": step, "samples": [s.cpu().tolist() for s in samples]})
+        res.batches.append({"step": step, "samples": [s.cpu().tolist() for s in samples],
+                            "token_hash": [words_digest(d.cpu().numpy()) for d in digests]})
         if step % tc.log_interval == 0 or step == 1:
             log.info("step %d/%d loss %.4f lr %.2e grad norm %.2f %s tok/s mem %.0f MB", step, tc.max_steps,
                      mean_loss, lr, float(gnorm), f"{tokens_per_step / dt:,.0f}", res.history[-1]["mem_mb"])

@@ -40,6 +40,23 @@ def _figures_table(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return out
 
 
+def training_line(doc: str, t: dict[str, Any]) -> str:
+    """One line of a withdrawal note: where a withdrawn document was trained."""
+    if not t["steps"]:
+        why = "; ".join(t["not_trained"]) or "never drawn"
+        return f"{md_code(doc)}: never trained ({md_text(why)})"
+    steps = ", ".join(map(str, t["steps"][:20])) + (", ..." if len(t["steps"]) > 20 else "")
+    return (f"{md_code(doc)}: trained in steps {steps} ({t['exposures']} exposure(s), {t['tokens']:,} tokens); "
+            f"checkpoints from step {t['first_checkpoint']} contain it (the run ended at step {t['last_step']})")
+
+
+def _training_lines(training: dict[str, Any] | None) -> list[str]:
+    """Where the smoke train read each withdrawn document (the step ledger, train/blame.py)."""
+    if training is None:
+        return ["- training: no smoke train of this packed data to look up"]
+    return [f"- training: {training_line(d, t)}" for d, t in training.items()]
+
+
 def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
     v, tk, loc = r["verification"], r["tokenizer"], r["location"]
     verdict = "PASS: no trace in any artifact" if v["pass"] else f"FAIL: {len(v['traces'])} trace(s) remain"
@@ -67,6 +84,7 @@ def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
                 "vocabulary kept (byte-identical)")
              + f"; {tk['heldout_docs_withdrawn']} held-out document(s) withdrawn",
              f"- smoke train: {r['smoke_train']}",
+             *_training_lines(r.get("training")),
              f"- verification: **{verdict}** (checked "
              + ", ".join(f"{k} {n:,}" if isinstance(n, int) else f"{k}: {n}" for k, n in v["checked"].items()) + ")"]
     if brief:

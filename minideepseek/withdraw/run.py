@@ -167,9 +167,13 @@ class Withdrawal:
         in_dedup = []
         if read_manifest(self.run_dir / "mixed_dedup") is not None:
             in_dedup = [r["id"] for r in iter_dataset_rows(self.run_dir / "mixed_dedup", columns=["id"]) if r["id"] in ids]
+        # where the smoke train read them, from the step ledger, while the packed data it trained on is there
+        from ..train.blame import training_summary  # torch only when a withdrawal gets this far
+
+        training = training_summary(self.run_dir, [d["id"] for d in docs])
         write_json_atomic(self.records / f"{t}.before.json", {
             "figures": figures(self.run_dir), "location": loc.to_json(), "packed_lengths": lens,
-            "in_dedup": in_dedup})
+            "in_dedup": in_dedup, "training": training})
 
     def _tokenizer(self):  # type: ignore[no-untyped-def]
         path = self.run_dir / "tokenizer" / "tokenizer.json"
@@ -207,6 +211,12 @@ class Withdrawal:
         # decided from where the documents were before, so a resumed run decides the same way
         blocks_changed = decision["retrained"] or bool(loc["packed_blocks"])
         smoke = self._smoke_train(t, entry, blocks_changed)
+        # `report.py blame` answers quote documents and describe the old packed data: query results, not
+        # artifacts, so they go (rerun the query) rather than being edited
+        if (self.report_dir / "blame").is_dir():
+            shutil.rmtree(self.report_dir / "blame")
+            log.warning("withdraw %s: removed %s (report.py blame results of the data before the withdrawal)", t,
+                        self.report_dir / "blame")
         for spec in editable:
             if read_manifest(self.run_dir / spec.artifact) is not None:
                 publish_reports(self.run_dir / spec.artifact, self.report_dir, spec.reports)
@@ -225,7 +235,7 @@ class Withdrawal:
                   "why": state.why, "accepted": state.when, "applied": now_utc(), "docs": docs, "location": loc,
                   "before": before["figures"], "after": figures(self.run_dir), "shards": shards,
                   "repack": results.get(PACKED, {}).get("repack", {}), "tokenizer": decision, "smoke_train": smoke,
-                  "verification": result}
+                  "training": before.get("training"), "verification": result}
         write_json_atomic(self.records / f"{t}.json", record)
         out = self.report_dir / "withdrawals"
         write_json_atomic(out / f"{t}.json", record)
