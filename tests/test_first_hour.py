@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -180,12 +182,20 @@ def test_ctrl_c_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(cfg))
     p = subprocess.Popen([sys.executable, "mix_sampler.py", "--config", str(path)], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # interrupt once the pool has produced documents (the progress bar counts them): a fixed sleep after a
+    # file appears raced the stage on a loaded machine
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(p.stderr.readline, "")), daemon=True)
+    reader.start()
     deadline = time.time() + 120
-    while time.time() < deadline and not list((tmp_path / "data" / "intr").glob("mixed_raw.tmp-*/_spill")):
-        time.sleep(0.2)
-    time.sleep(1.5)
+    while time.time() < deadline and p.poll() is None and not any(re.search(r"sampling: [1-9]\d*docs", x)
+                                                                   for x in list(lines)):
+        time.sleep(0.05)
     os.killpg(p.pid, signal.SIGINT)
-    out, err = p.communicate(timeout=120)
+    p.stdout.read()  # drained, so the stage never blocks on a full pipe
+    p.wait(timeout=120)
+    reader.join(timeout=30)
+    err = "".join(lines)
     assert p.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     assert "interrupted: nothing was committed for this stage; rerun `" in err and "mix_sampler.py --config" in err
