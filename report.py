@@ -22,12 +22,12 @@ import logging
 from pathlib import Path
 
 from minideepseek.bill_cli import add_bill_parser, bill_main
-from minideepseek.blame_cli import add_blame_parser, blame_main
 from minideepseek.cli import run_cli, setup_logging
 from minideepseek.dashboard.collect import collect
 from minideepseek.dashboard.drift import Thresholds, drift_flags
 from minideepseek.dashboard.render import markdown, page
 from minideepseek.fsio import write_json_atomic, write_text_atomic
+from minideepseek.train.blame_cli import add_blame_parser, blame_main
 
 log = logging.getLogger("report")
 

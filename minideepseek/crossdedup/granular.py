@@ -56,7 +56,8 @@ log = logging.getLogger(__name__)
 
 # the funnel's order: whole documents first (URL, then the stage's exact and near, then earlier runs),
 # then the survivors' texts are cleaned (lines, paragraphs, substrings), then decontamination
-ORDER = ("url", "exact", "near", "against", "lines", "paragraphs", "substrings", "contamination", "copy_of_removed")
+ORDER = ("url", "exact", "near", "against", "lines", "paragraphs", "substrings", "exact_after_cleaning", "contamination",
+         "copy_of_removed")
 REWRITE = ("lines", "paragraphs", "substrings")
 
 
@@ -432,7 +433,7 @@ class Granular:
         return self.rep
 
     def _funnel(self, removed: dict[int, dict[str, Any]], n_chars: list[int]) -> list[dict[str, Any]]:
-        for step in ("contamination", "copy_of_removed"):
+        for step in ("exact_after_cleaning", "contamination", "copy_of_removed"):
             self._snapshot(step, np.array(n_chars, dtype=np.int64), removed)
         for step in ORDER:  # a step that did not run changes nothing
             if step not in self.snap:

@@ -46,6 +46,8 @@ class UrlDedupConfig:
     skip_domains: tuple[str, ...] = ()
     # the fragment names a record inside one file in the demo (fortunes#5024): keep it by default
     drop_fragment: bool = False
+    # http://x/p and https://x/p are one page (the same site served over both; a crawl keeps both copies)
+    same_scheme: bool = True
     origin_rules: tuple[tuple[str, str], ...] = (SPHINX_SOURCES_RULE,)
     examples: int = 10
 

@@ -275,3 +275,10 @@ def contamination_markdown(c: dict[str, Any]) -> str:
         lines += [f"| `{h['doc_id']}` | {h['source']} | {h['benchmark']} | {h['item_id']} | {h['matches']} | "
                   f"{100 * h.get('share', 0.0):.1f}% | {h.get('items_hit', 1)} | {h['ngram']} |" for h in c["listing"]]
     return "\n".join(lines) + "\n"
+
+
+def stage_counters(docs_in: int, docs_out: int, removed: dict[str, int], contamination_hits: int) -> dict[str, Any]:
+    """The manifest counters of ``mixed_dedup``: written by the stage and again by a withdrawal's edit."""
+    return {"docs_in": docs_in, "docs_out": docs_out, "exact_removed": removed.get("exact", 0),
+            "near_removed": removed.get("near", 0), "exact_after_cleaning_removed": removed.get("exact_after_cleaning", 0),
+            "contamination_hits": contamination_hits, "removed": removed}

@@ -43,7 +43,7 @@ from .granular_report import granular_markdown
 from .keep import greedy_keep, transitive_keep
 from .near import NearDedup
 from .ray_near import RayNearDedup
-from .report import build_dedup_report, contamination_markdown, dedup_markdown, post_dedup_mix
+from .report import build_dedup_report, contamination_markdown, dedup_markdown, post_dedup_mix, stage_counters
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,24 @@ def _exact(d: _Docs) -> int:
             if i != keep:
                 d.remove(i, "exact", keep, 1.0)
     return n_groups
+
+
+def _exact_after_cleaning(d: _Docs) -> int:
+    """Documents that the line/paragraph/substring steps made identical (a boilerplate attribution line
+    stripped from two copies of one page): the document-level exact step ran before the cleaning, so
+    this pass repeats it on the cleaned texts' hashes. Returns the number of documents removed."""
+    before = len(d.removed)
+    groups: dict[str, list[int]] = {}
+    for i in range(d.n):
+        if not d.copies[i] and i not in d.removed:
+            groups.setdefault(d.hashes[i], []).append(i)
+    for members in groups.values():
+        if len(members) > 1:
+            keep = min(members, key=d.keep_key)
+            for i in members:
+                if i != keep:
+                    d.remove(i, "exact_after_cleaning", keep, 1.0)
+    return len(d.removed) - before
 
 
 def _near(cfg: DedupStageConfig, d: _Docs, src_dir: Path, tmp: Path, executor: Any) -> tuple[Any, dict[str, Any]]:
@@ -252,14 +270,15 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     log.info("%s: %s documents from %s", STAGE, f"{d.n:,}", src_dir)
     laps = Laps(STAGE, log)  # every phase's time goes to the log and the report (wall = the whole stage)
     exact_groups = _exact(d) if dc.exact else 0
-    n_exact = len(d.removed) - len(gran.removed)
     laps.lap("read + exact")
     nd, near_info = _near(cfg, d, src_dir, tmp, executor) if dc.near else (None, {})
-    n_near = len(d.removed) - n_exact - len(gran.removed)
     laps.lap("near (signatures, candidates, verification)")
     gran.against(d.removed, d.hashes, nd)  # dedup.against: earlier runs' indexes
     laps.lap("against earlier runs")
     src_dir = gran.rewrite(d.removed, d.n_chars, d.n_tokens, d.hashes)  # survivors' texts cleaned; read from here on
+    if dc.exact and src_dir != gran.src_dir:
+        log.info("%s: %s document(s) made identical by the cleaning steps removed (exact_after_cleaning)", STAGE,
+                 f"{_exact_after_cleaning(d):,}")
     laps.lap("lines, paragraphs, substrings")
     hits_all, best_hits, contamination = _decontaminate(cfg, d, src_dir)
     laps.lap("decontamination")
@@ -294,9 +313,8 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     write_text_atomic(tmp / "dedup_report.md", dedup_markdown(report) + granular_markdown(report))
     write_json_atomic(tmp / "contamination_report.json", contamination)
     write_text_atomic(tmp / "contamination_report.md", contamination_markdown(contamination))
-    counters = {"docs_in": d.n, "docs_out": int(kept_mask.sum()), "exact_removed": n_exact, "near_removed": n_near,
-                "contamination_hits": len(hits_all),
-                "removed": dict(Counter(r["reason"] for r in d.removed.values()))}
+    counters = stage_counters(d.n, int(kept_mask.sum()), dict(Counter(r["reason"] for r in d.removed.values())),
+                              len(hits_all))
     return stage.commit(counters, extra={"upstream_config_hash": up["config_hash"], "dedup_params": report["params"]},
                         volatile=("dedup_report.json", "dedup_report.md"))
 

@@ -1,7 +1,8 @@
 """URL / origin dedup: documents whose normalized URL is equal keep one copy (the first in keep order).
 
-Normalization (:func:`normalize_url`): scheme and host lowercased, ``www.`` and default ports
-dropped, ``index.html``/``index.htm`` and a trailing slash dropped, tracking query parameters
+Normalization (:func:`normalize_url`): scheme and host lowercased, ``http`` and ``https`` one scheme
+(``same_scheme``, default on: a site served over both is one page, and crawls hold both), ``www.`` and
+default ports dropped, ``index.html``/``index.htm`` and a trailing slash dropped, tracking query parameters
 (``utm_*``, ``fbclid``, ``gclid``) removed and the rest sorted; the fragment is kept unless
 ``drop_fragment`` (the demo uses ``file#record`` to name records inside one file). Then the
 ``origin_rules`` rewrite URLs that name the same origin: by default a Sphinx page's published reST
@@ -23,7 +24,8 @@ _TRACKING = re.compile(r"^(utm_.*|fbclid|gclid|mc_eid|mc_cid)$", re.I)
 _DEFAULT_PORT = {"http": "80", "https": "443"}
 
 
-def normalize_url(url: str, drop_fragment: bool = False, rules: Sequence[tuple[str, str]] = ()) -> str:
+def normalize_url(url: str, drop_fragment: bool = False, rules: Sequence[tuple[str, str]] = (),
+                  same_scheme: bool = True) -> str:
     url = url.strip()
     if not url:
         return ""
@@ -42,6 +44,8 @@ def normalize_url(url: str, drop_fragment: bool = False, rules: Sequence[tuple[s
         port = None
     if port is not None and str(port) != _DEFAULT_PORT.get(scheme):
         netloc = f"{host}:{port}"
+    if same_scheme and scheme == "http":  # after the port check: http's :80 and https's :443 are both dropped
+        scheme = "https"
     path = re.sub(r"/index\.html?$", "/", p.path or "/")
     if len(path) > 1:
         path = path.rstrip("/")
@@ -56,7 +60,8 @@ def url_duplicates(urls: Sequence[str], eligible: Sequence[bool], keep_key: Call
                    cfg: UrlDedupConfig) -> tuple[dict[int, int], list[str]]:
     """removed doc -> kept doc (same normalized URL, the kept one first in ``keep_key`` order), and
     every document's normalized URL (empty when not eligible or without a URL)."""
-    norm = [normalize_url(u, cfg.drop_fragment, cfg.origin_rules) if ok else "" for u, ok in zip(urls, eligible)]
+    norm = [normalize_url(u, cfg.drop_fragment, cfg.origin_rules, cfg.same_scheme) if ok else ""
+            for u, ok in zip(urls, eligible)]
     groups: dict[str, list[int]] = {}
     for i, u in enumerate(norm):
         if u:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import pipeline
 from ..crossdedup.index import INDEX_DIR, INDEX_FILES, filter_index
+from ..crossdedup.report import stage_counters
 from ..fsio import write_json_atomic
 from ..pipeline import MIXED_DEDUP, MIXED_RAW, PACKED, TOKENIZER
 from ..records import copy_epoch
@@ -82,9 +83,8 @@ def remove_from_mixed_dedup(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man
     removed = rep["removed"]
     result = {"shards": shards}
     w.commit(ed, man, tmp, entry,
-             {"docs_in": rep["docs_in"], "docs_out": rep["docs_out"], "removed": removed,
-             "exact_removed": removed.get("exact", 0), "near_removed": removed.get("near", 0),
-             "contamination_hits": len((tmp / "contamination_hits.jsonl").read_text().splitlines())},
+             stage_counters(rep["docs_in"], rep["docs_out"], removed,
+                            len((tmp / "contamination_hits.jsonl").read_text().splitlines())),
              {MIXED_RAW: w.fingerprint(MIXED_RAW)}, result)
     return result
 

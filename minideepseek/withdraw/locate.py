@@ -82,14 +82,15 @@ def resolve(run_dir: Path, selectors: list[Selector], ticket: str, duplicates: b
 
 
 def _duplicate_edges(run_dir: Path) -> dict[str, list[tuple[str, str]]]:
-    """id -> [(other id, relation)] from stage 2's removed.jsonl (exact and near pairs)."""
+    """id -> [(other id, relation)] from stage 2's removed.jsonl (exact and near pairs, and the documents the
+    cleaning steps made identical)."""
     path = run_dir / "mixed_dedup" / "removed.jsonl"
     edges: dict[str, list[tuple[str, str]]] = defaultdict(list)
     if not path.is_file():
         return edges
     for line in path.read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
-        if r.get("reason") in ("exact", "near") and r.get("kept"):
+        if r.get("reason") in ("exact", "near", "exact_after_cleaning") and r.get("kept"):
             j = f" (J={r['jaccard']})" if r.get("jaccard") is not None else ""
             edges[r["kept"]].append((r["id"], f"{r['reason']} duplicate{j} of"))
             edges[r["id"]].append((r["kept"], f"kept twin{j} of"))

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError
-from .fsio import write_json_atomic, write_text_atomic
+from ..config import ConfigError
+from ..fsio import write_json_atomic, write_text_atomic
 
 EXIT_MISMATCH = 4
 
@@ -37,8 +37,8 @@ def _file_name(doc: str) -> str:
 
 
 def blame_main(args: argparse.Namespace, report_dir: Path, data_dir: Path | None) -> int:
-    from .train.blame import blame_doc, blame_step, doc_markdown, step_markdown
-    from .train.ledger import Replay
+    from .blame import blame_doc, blame_step, doc_markdown, step_markdown
+    from .ledger import Replay
 
     if data_dir is None:
         raise ConfigError(f"no artifacts for run {args.run} under {args.data_dir}/; blame reads data/<run>/ "
