@@ -80,7 +80,9 @@ STAGES: tuple[StageSpec, ...] = (
               ("pack",), (MIXED_DEDUP, TOKENIZER), ("packing_report.json", "packing_report.md"),
               "minideepseek.withdraw.hooks:remove_from_packed", "minideepseek.packing.stage:run_pack"),
     StageSpec("smoke_train", "train", SMOKE_TRAIN, "minideepseek.train.config:TrainStageConfig",
-              ("train",), (PACKED, TOKENIZER), ("smoke_train.json", "smoke_train.md", "smoke_train_loss.png"),
+              ("train",), (PACKED, TOKENIZER),
+              # mixture.*: the realized mix per phase and per-source validation loss (a by-source packed dataset)
+              ("smoke_train.json", "smoke_train.md", "smoke_train_loss.png", "mixture.json", "mixture.md", "mixture.png"),
               runner="minideepseek.train.stage:run_smoke_train", executor=False, torchrun=True),
 )
 # Not a stage of the chain: withdraw.py edits the artifacts above in place. Its config is validated

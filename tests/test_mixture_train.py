@@ -37,6 +37,16 @@ def test_two_phase_mixture_train_and_resume(chain):
     root = chain
     assert run_in(root, smoke_train, "--config", "t.yaml") == 0
     out = root / "data/t/smoke_train"
+    # the registry's report lists are what the stages wrote: every file (a mixture run writes them all), and
+    # nothing else (so a withdrawal that removes the model removes every report describing it)
+    from minideepseek import pipeline
+
+    listed = {r for s in pipeline.STAGES for r in s.reports}
+    written = {p.name for p in (root / "reports/t").iterdir()}
+    assert written == listed, (sorted(written - listed), sorted(listed - written))
+    for s in pipeline.STAGES:
+        in_manifest = {f["path"] for f in read_manifest(root / "data/t" / s.artifact).files}
+        assert set(s.reports) <= in_manifest, (s.name, sorted(set(s.reports) - in_manifest))
     rep = json.loads((root / "reports/t/mixture.json").read_text())
     assert "## Per phase" in (root / "reports/t/mixture.md").read_text()
     png = (root / "reports/t/mixture.png").read_bytes()

@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from .. import pipeline
 from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns, shard_paths
 from ..config import ConfigError
 from ..executor import LocalExecutor
 from ..fsio import write_json_atomic, write_text_atomic
-from ..pipeline import MIXED_DEDUP, MIXED_RAW
+from ..pipeline import producer
 from ..profile import profile_dataset, profile_markdown
 from ..progress import Laps, phases_line
 from ..records import DOC_FEATURES, base_id, is_copy, trace_component
@@ -47,18 +48,19 @@ from .report import build_dedup_report, contamination_markdown, dedup_markdown, 
 
 log = logging.getLogger(__name__)
 
-STAGE = "cross_source_dedup"
-ARTIFACT = MIXED_DEDUP
-UPSTREAM = MIXED_RAW
-REPORTS = ("dedup_report.json", "dedup_report.md", "contamination_report.json", "contamination_report.md",
-           "data_profile.json", "data_profile.md")
-SCHEMA_VERSION = 3  # 2: + data_profile (per source); 3: + url/lines/paragraphs/substrings, dedup_index
+# the stage's identity is the registry's (minideepseek/pipeline.py), written once
+SPEC = pipeline.stage("cross_source_dedup")
+STAGE, ARTIFACT, REPORTS = SPEC.name, SPEC.artifact, SPEC.reports
+(UPSTREAM,) = SPEC.upstream
+# 2: + data_profile (per source); 3: + url/lines/paragraphs/substrings, dedup_index; 4: + exact_after_cleaning,
+# http/https one page
+SCHEMA_VERSION = 4
 
 
 def run_dedup(cfg: DedupStageConfig, upstream: dict[str, str], config_path: str, force: bool = False,
               executor: Any = None) -> Manifest:
     run_dir = cfg.run.run_dir
-    up = require_upstream(run_dir, UPSTREAM, "mix_sampler.py", upstream[UPSTREAM], config_path)
+    up = require_upstream(run_dir, UPSTREAM, producer(UPSTREAM).script, upstream[UPSTREAM], config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
     return stage.execute(lambda tmp: _build(cfg, up, run_dir / UPSTREAM, tmp, stage, executor), cfg.run.report_dir,

@@ -15,11 +15,12 @@ import datasets
 import numpy as np
 from tokenizers import Tokenizer
 
+from .. import pipeline
 from ..tokenizer.config import EOT_ID, PAD_ID
 from .config import PackConfig
 from .packer import PackStats
 
-REPORT_FILES = ("packing_report.json", "packing_report.md")
+REPORT_FILES = pipeline.stage("pack_shuffle").reports  # the registry's list, written once
 SPAN_CONVENTION = ("block tokens [starts[k], ends[k]) belong to doc_ids[k] (end exclusive); a document's last "
                    "part includes its <|endoftext|>; doc_token_start[k] = offset of that part in the document's "
                    "own token sequence (tokens + EOT); padding belongs to no span")

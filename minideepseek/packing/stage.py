@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import pipeline
 from ..arrow_io import shard_paths
 from ..fastbpe import encoder_summary, use_encoder
 from ..fsio import write_json_atomic, write_text_atomic
 from ..mapped import MappedArrow
-from ..pipeline import MIXED_DEDUP, PACKED, TOKENIZER
+from ..pipeline import MIXED_DEDUP, TOKENIZER, producer
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
 from ..sizing import Sizing
@@ -37,8 +38,9 @@ from .report import REPORT_FILES, build_report, decode_samples, report_markdown
 
 log = logging.getLogger(__name__)
 
-STAGE = "pack_shuffle"
-ARTIFACT = PACKED
+# the stage's identity is the registry's (minideepseek/pipeline.py), written once
+SPEC = pipeline.stage("pack_shuffle")
+STAGE, ARTIFACT = SPEC.name, SPEC.artifact
 DOCS = MIXED_DEDUP
 SCHEMA_VERSION = 1
 
@@ -47,8 +49,8 @@ def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path:
              force: bool = False, executor: Any = None) -> Manifest:
     """Run stage 4 under the contract (skip when up to date, refuse stale upstreams)."""
     run_dir = cfg.run.run_dir
-    docs = require_upstream(run_dir, DOCS, "cross_source_dedup.py", upstream_hashes[DOCS], config_path)
-    tok = require_upstream(run_dir, TOKENIZER, "train_tokenizer.py", upstream_hashes[TOKENIZER], config_path)
+    docs = require_upstream(run_dir, DOCS, producer(DOCS).script, upstream_hashes[DOCS], config_path)
+    tok = require_upstream(run_dir, TOKENIZER, producer(TOKENIZER).script, upstream_hashes[TOKENIZER], config_path)
     inputs = [InputRef(name=DOCS, path=str(run_dir / DOCS), fingerprint=docs["fingerprint"]),
               InputRef(name=TOKENIZER, path=str(run_dir / TOKENIZER), fingerprint=tok["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)

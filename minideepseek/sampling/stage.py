@@ -28,12 +28,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from .. import pipeline
 from ..arrow_io import DatasetWriter, iter_dataset_rows
 from ..config import ConfigError
 from ..executor import LocalExecutor
 from ..fsio import write_json_atomic, write_text_atomic
 from ..mdsafe import redact
-from ..pipeline import MIXED_RAW
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject, copy_epoch
 from ..sources import make_source
 from ..stage import InputRef, Manifest, StageRun
@@ -47,10 +47,10 @@ from .report import build_source_mix, source_mix_markdown, verdict_line
 
 log = logging.getLogger(__name__)
 
-ARTIFACT = MIXED_RAW
+# the stage's identity is the registry's (minideepseek/pipeline.py), written once
+SPEC = pipeline.stage("mix_sampler")
+STAGE, ARTIFACT, REPORTS = SPEC.name, SPEC.artifact, SPEC.reports
 EXAMPLES_PER_RULE = 3
-REPORTS = ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md")
-STAGE = "mix_sampler"
 DELETION_INPUT = "deletion_requests"
 
 

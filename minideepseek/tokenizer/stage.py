@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import pipeline
 from ..arrow_io import iter_dataset_rows, read_columns, shard_paths
 from ..config import ConfigError
 from ..fsio import write_json_atomic, write_text_atomic
 from ..mapped import take_texts
-from ..pipeline import MIXED_DEDUP, TOKENIZER
+from ..pipeline import producer
 from ..progress import Heartbeat
 from ..provenance import peak_rss_mb
 from ..sizing import Sizing
@@ -32,10 +33,10 @@ from .sample import component_of, stratified_split
 
 log = logging.getLogger(__name__)
 
-STAGE = "train_tokenizer"
-ARTIFACT = TOKENIZER
-UPSTREAM = MIXED_DEDUP
-REPORTS = ("tokenizer_eval.json", "tokenizer_eval.md")
+# the stage's identity is the registry's (minideepseek/pipeline.py), written once
+SPEC = pipeline.stage("train_tokenizer")
+STAGE, ARTIFACT, REPORTS = SPEC.name, SPEC.artifact, SPEC.reports
+(UPSTREAM,) = SPEC.upstream
 SCHEMA_VERSION = 1
 COLLECT_DOCS = 2_000  # training documents per sample-collection task (--executor ray)
 
@@ -77,7 +78,7 @@ def hf_config_files(out: Path, model_max_length: int = 4096) -> None:
 def run_tokenizer(cfg: TokenizerStageConfig, upstream: dict[str, str], config_path: str,
                   force: bool = False, executor: Any = None) -> Manifest:
     run_dir = cfg.run.run_dir
-    up = require_upstream(run_dir, UPSTREAM, "cross_source_dedup.py", upstream[UPSTREAM], config_path)
+    up = require_upstream(run_dir, UPSTREAM, producer(UPSTREAM).script, upstream[UPSTREAM], config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
     return stage.execute(lambda tmp: _build(cfg, run_dir / UPSTREAM, tmp, stage, executor), cfg.run.report_dir,

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import pipeline
 from ..config import ConfigError
 from ..packing.stage import recipe_weights
 from .config import TrainConfig
@@ -22,7 +23,7 @@ from .mixture import MixtureSampler, epochs_table
 
 log = logging.getLogger(__name__)
 
-MIXTURE_FILES = ("mixture.json", "mixture.md", "mixture.png")
+MIXTURE_FILES = tuple(r for r in pipeline.stage("smoke_train").reports if r.startswith("mixture."))  # the registry's
 WARN_EPOCHS = 4.0  # seed 003 §五.1: past ~4 epochs repetition starts to cost (data-constrained regime)
 
 

@@ -13,9 +13,13 @@ from pathlib import Path
 from statistics import mean, median
 from typing import Any
 
+from .. import pipeline
+
 log = logging.getLogger(__name__)
 
-REPORT_FILES = ("smoke_train.json", "smoke_train.md", "smoke_train_loss.png")
+# the registry's list (minideepseek/pipeline.py), written once: the run's own reports; mixture.* (mixrun.py)
+# are written with a train.mixture only
+REPORT_FILES = tuple(r for r in pipeline.stage("smoke_train").reports if r.startswith("smoke_train"))
 SPIKE_FACTOR, SPIKE_WINDOW = 1.5, 20
 DROP_FACTOR = 0.9
 

@@ -24,10 +24,11 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from .. import pipeline
 from ..config import to_plain
 from ..fsio import write_json_atomic, write_text_atomic
 from ..invocation import venv_python
-from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER
+from ..pipeline import PACKED, TOKENIZER, producer
 from ..progress import Laps
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
@@ -55,8 +56,9 @@ from .trainer import (
 
 log = logging.getLogger(__name__)
 
-STAGE = "smoke_train"
-ARTIFACT = SMOKE_TRAIN
+# the stage's identity is the registry's (minideepseek/pipeline.py), written once
+SPEC = pipeline.stage("smoke_train")
+STAGE, ARTIFACT = SPEC.name, SPEC.artifact
 SCHEMA_VERSION = 2  # 2: batches.jsonl carries token_hash (ledger.py)
 # What the report's peak RSS is: stated with it, so a reader knows what to compare it with.
 MEMORY_COUNTS = ("the largest resident set of rank 0's process (ru_maxrss, or of a waited-for child when larger): "
@@ -74,8 +76,8 @@ def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], conf
     """Run stage 5 under the contract; returns the manifest (rank 0), or {"status": "stopped"}."""
     env = DistEnv.from_environ()
     run_dir = cfg.run.run_dir
-    packed = require_upstream(run_dir, PACKED, "pack_shuffle.py", upstream_hashes[PACKED], config_path)
-    tok_man = require_upstream(run_dir, TOKENIZER, "train_tokenizer.py", upstream_hashes[TOKENIZER], config_path)
+    packed = require_upstream(run_dir, PACKED, producer(PACKED).script, upstream_hashes[PACKED], config_path)
+    tok_man = require_upstream(run_dir, TOKENIZER, producer(TOKENIZER).script, upstream_hashes[TOKENIZER], config_path)
     packed_tok = {i["name"]: i["fingerprint"] for i in packed.get("inputs", [])}.get(TOKENIZER)
     if packed_tok != tok_man["fingerprint"]:
         raise StaleInputError(f"{run_dir / PACKED} was packed with a different tokenizer than {run_dir / TOKENIZER}; "
