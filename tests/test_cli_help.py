@@ -111,6 +111,7 @@ def test_help_renders_docstring_as_written(script: str) -> None:
         assert not line.strip().startswith("python "), f"{script} --help example uses a bare python: {line!r}"
 
 
+@pytest.mark.stage
 def test_help_imports_nothing_heavy() -> None:
     """--help of every script must not import torch/datasets/tokenizers/pyarrow (seconds each)."""
     code = ("import runpy, sys\nsys.argv = [sys.argv[1], '--help']\n"
@@ -123,6 +124,7 @@ def test_help_imports_nothing_heavy() -> None:
         assert heavy == "", f"{script} --help imported {heavy}"
 
 
+@pytest.mark.stage
 def test_config_error_printed_once(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(ROOT / "pack_shuffle.py"), "--config", str(ROOT / "configs/demo.yaml"),
                         "--set", "pack.seq_len=-1", "--set", f"run.data_dir={tmp_path}"], cwd=tmp_path,

@@ -20,6 +20,7 @@ with warnings.catch_warnings():  # "Transformer Engine and Apex are not installe
 
 
 @pytest.mark.parametrize("by_source", [False, True])
+@pytest.mark.stage
 def test_megatron_round_trip(tmp_path, by_source):
     root = build_chain(tmp_path)
     cwd = os.getcwd()

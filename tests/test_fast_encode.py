@@ -53,6 +53,7 @@ def _tricky(n: int, seed: int) -> list[str]:
     return out
 
 
+@pytest.mark.stage
 def test_ids_identical_on_real_and_random_text(tok):
     ranks, pattern, why = plan(tok)
     assert ranks is not None and why == ""
@@ -61,12 +62,14 @@ def test_ids_identical_on_real_and_random_text(tok):
     assert r["tokens"] > 1_000_000 and r["mismatched_docs"] == 0, r
 
 
+@pytest.mark.stage
 def test_bytelevel_pre_tokenizer_identical():
     t = _train(2000, 40, pre_tokenizer="bytelevel")
     r = compare_ids(t, _corpus()[:40] + _tricky(3_000, 8))
     assert r["mismatched_docs"] == 0, r
 
 
+@pytest.mark.stage
 def test_encode_docs_same_arrays_as_hf(tok):
     texts = _corpus()[:50] + ["", "a", "<|endoftext|> inside"]
     fast = fast_encode.fast_encoder(tok)
@@ -85,6 +88,7 @@ def test_encode_docs_same_arrays_as_hf(tok):
     assert s["engine"] == "hf"
 
 
+@pytest.mark.stage
 def test_check_counts_and_catches_a_difference(tok):
     fast_encode._REGISTRY.pop(id(tok), None)
     fast = fast_encode.fast_encoder(tok)
@@ -108,6 +112,7 @@ def test_check_counts_and_catches_a_difference(tok):
         fast_encode._REGISTRY.pop(id(tok), None)
 
 
+@pytest.mark.stage
 def test_falls_back_when_ids_cannot_be_guaranteed():
     t = _train(1000, 10, normalizer="nfkc")
     e = use_encoder(t, "auto")
@@ -119,6 +124,7 @@ def test_falls_back_when_ids_cannot_be_guaranteed():
     assert plan(t2)[2].startswith("encode_special_tokens")
 
 
+@pytest.mark.stage
 def test_deepseek_token_counter_counts_exactly_what_hf_counts(monkeypatch):
     """Stages 1-2 count DeepSeek-V3 tokens with tiktoken: the reference tokenizer.json (empty normalizer
     sequence, its own spelling of the pre-split regexes, added tokens outside the vocabulary) passes

@@ -145,6 +145,7 @@ def _two_source_config(tmp_path: Path, strict: bool) -> Path:
 
 
 @pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.stage
 def test_missed_recipe_is_loud_and_strict_exits_3(tmp_path: Path, strict: bool) -> None:
     cfg = _two_source_config(tmp_path, strict)
     r = subprocess.run([sys.executable, "mix_sampler.py", "--config", str(cfg)], cwd=ROOT, capture_output=True,
@@ -165,6 +166,7 @@ def test_missed_recipe_is_loud_and_strict_exits_3(tmp_path: Path, strict: bool) 
         assert again.returncode == 3
 
 
+@pytest.mark.stage
 def test_ctrl_c_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
     """SIGINT to the whole process group (what a terminal's Ctrl-C does) while stage 1's pool works."""
     docs = stdlib_docstrings(400, 300, 4000, unique=True)

@@ -30,6 +30,7 @@ CHILD = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt/malloc_trim and /proc are Linux-only")
+@pytest.mark.stage
 def test_guard_returns_a_drifted_heap_and_stays_quiet_otherwise() -> None:
     out = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True, text=True, check=True)
     r = json.loads(out.stdout.strip().splitlines()[-1])

@@ -88,6 +88,7 @@ def test_follow_symlinks_reads_links_but_never_special_or_virtual_files(hostile)
     assert reps["pipe.jsonl"]["status"] == "skipped"
 
 
+@pytest.mark.stage
 def test_stage1_output_holds_nothing_from_outside(hostile, tmp_path):
     """The whole stage: the secret file's and the environment's contents appear nowhere in the run's
     outputs, the skipped entries are file problems of the manifest and the report, exit 0."""
@@ -109,6 +110,7 @@ def test_stage1_output_holds_nothing_from_outside(hostile, tmp_path):
     assert "outside the source directory" in (tmp_path / "rep" / "h" / "source_mix.md").read_text()
 
 
+@pytest.mark.stage
 def test_non_utf8_file_names_are_read_and_named_escaped(tmp_path):
     d = tmp_path / "src"
     d.mkdir()
@@ -130,6 +132,7 @@ def test_non_utf8_file_names_are_read_and_named_escaped(tmp_path):
     assert json.loads(rejects)["file"] == "bad\\xff\\xfe.jsonl"
 
 
+@pytest.mark.stage
 def test_hostile_jsonl_records_exact_counts_no_traceback(tmp_path, capsys):
     """Records the parser accepts but Python refuses, and every other shape, each a counted reject with
     its line; the good ones kept; the stage exits 0 without a traceback."""

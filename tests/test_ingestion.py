@@ -264,6 +264,7 @@ def _stage_config(tmp_path: Path, sources: list[dict], **sampler) -> Path:
     return p
 
 
+@pytest.mark.stage
 def test_stage_writes_rejects_with_lines_and_reports_files(tmp_path):
     d = tmp_path / "in"
     d.mkdir()
@@ -291,6 +292,7 @@ def test_stage_writes_rejects_with_lines_and_reports_files(tmp_path):
     assert "not a parquet file (0 bytes)" in md and "cut.jsonl.gz" in md
 
 
+@pytest.mark.stage
 def test_stage_refuses_a_source_with_no_documents_unless_skip(tmp_path, capsys):
     good, bad = tmp_path / "good", tmp_path / "bad"
     good.mkdir()
@@ -309,6 +311,7 @@ def test_stage_refuses_a_source_with_no_documents_unless_skip(tmp_path, capsys):
     assert mix["ingestion"]["empty_sources"] == ["bad"] and mix["totals"]["docs"] == 20
 
 
+@pytest.mark.stage
 def test_stage_wrong_text_field_small_parquet_exits_with_message(tmp_path, capsys):
     pq.write_table(pa.Table.from_pylist([{"content": _text(i)} for i in range(4)]), tmp_path / "c.parquet")
     cfg = _stage_config(tmp_path, [{"name": "p", "type": "local", "path": str(tmp_path / "c.parquet"), "weight": 1.0}])

@@ -51,6 +51,7 @@ def _shard(run: Path, artifact: str) -> Path:
 
 
 @pytest.mark.parametrize("where", ["middle", "header"])
+@pytest.mark.stage
 def test_flipped_byte_in_upstream_is_refused_with_file_and_command(run, capsys, where):
     shard = _shard(run, "mixed_dedup")
     _flip(shard, shard.stat().st_size // 2 if where == "middle" else 3)  # "header": pyarrow cannot even parse it
@@ -61,6 +62,7 @@ def test_flipped_byte_in_upstream_is_refused_with_file_and_command(run, capsys, 
     assert "python cross_source_dedup.py --config t.yaml --set tokenizer.min_frequency=2" in err
 
 
+@pytest.mark.stage
 def test_corrupted_own_output_is_rebuilt_not_reported_up_to_date(run, capsys):
     shard = _shard(run, "packed")
     good = sha256_file(shard)
@@ -150,6 +152,7 @@ def test_mix_sampler_validates_the_whole_file_first(tmp_path, capsys):
     assert not (tmp_path / "d").exists()
 
 
+@pytest.mark.stage
 def test_pipeline_validates_every_stage_and_resume_hint_keeps_the_command(tmp_path):
     cmd = ["bash", "run_pipeline.sh", "--config", "configs/classroom.yaml", "--set", f"run.data_dir={tmp_path}/d",
            "--set", "run.name=x", "--set", "tokenizer.vocab_size=-5"]

@@ -75,6 +75,7 @@ def test_registry_is_consistent() -> None:
         pipeline.stage("nope")
 
 
+@pytest.mark.stage
 def test_no_package_imports_a_later_stage() -> None:
     bad = []
     for path in sorted(PKG.rglob("*.py")):
@@ -91,6 +92,7 @@ def test_no_package_imports_a_later_stage() -> None:
     assert not bad, "imports that run up the layers:\n" + "\n".join(bad)
 
 
+@pytest.mark.stage
 def test_layer_walk_sees_upward_imports(tmp_path: Path) -> None:
     """The walk above must be able to fail: an import from stage 1's package of stage 4's is reported."""
     fake = PKG / "sampling" / "_layer_probe.py"

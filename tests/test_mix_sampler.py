@@ -69,6 +69,7 @@ def corpus(tmp_path_factory):
     return _corpus(tmp_path_factory.mktemp("corpus"))
 
 
+@pytest.mark.stage
 def test_hf_json_with_a_malformed_line_is_a_clear_error(tmp_path, corpus):
     # datasets' json builder cannot skip a broken line: the stage fails loudly, not silently
     cfg = _config(tmp_path, corpus)
@@ -84,6 +85,7 @@ def _clean_corpus(tmp_path: Path, corpus: dict[str, Path]) -> dict[str, Path]:
     return {**corpus, "prose": prose}
 
 
+@pytest.mark.stage
 def test_stage1_quotas_rejects_and_schema(tmp_path, corpus):
     dirs = _clean_corpus(tmp_path, corpus)
     assert mix_sampler.main(["--config", str(_config(tmp_path, dirs))]) == 0
@@ -110,6 +112,7 @@ def test_stage1_quotas_rejects_and_schema(tmp_path, corpus):
     assert man["config"]["sampler"]["target_tokens"] == 100_000 and man["outputs"]["files"]
 
 
+@pytest.mark.stage
 def test_determinism_skip_and_resume(tmp_path, corpus, caplog):
     dirs = _clean_corpus(tmp_path, corpus)
     cfg = _config(tmp_path, dirs)
@@ -137,6 +140,7 @@ def test_determinism_skip_and_resume(tmp_path, corpus, caplog):
     assert read_manifest(out)["fingerprint"] != first["fingerprint"]
 
 
+@pytest.mark.stage
 def test_stale_upstream_is_refused(tmp_path, corpus):
     dirs = _clean_corpus(tmp_path, corpus)
     cfg = _config(tmp_path, dirs)
@@ -150,6 +154,7 @@ def test_stale_upstream_is_refused(tmp_path, corpus):
     assert require_upstream(run_dir, "mixed_raw", "mix_sampler.py", man["config_hash"]) == man
 
 
+@pytest.mark.stage
 def test_docs_target_and_error_budget(tmp_path, corpus):
     dirs = _clean_corpus(tmp_path, corpus)
     cfg = _config(tmp_path, dirs)

@@ -102,6 +102,7 @@ def test_two_phase_mixture_train_and_resume(chain):
     assert (out / "batches.jsonl").read_text() == ref and man["fingerprint"] == ref_fp
 
 
+@pytest.mark.stage
 def test_epoch_limit_and_unknown_source_refused(chain):
     root = chain
     assert run_in(root, smoke_train, "--config", "t.yaml", "--set", "train.max_epochs_per_source=0.01") == 2

@@ -123,6 +123,7 @@ def test_model_chunked_loss_matches_full_logits():
 
 # -- loader --------------------------------------------------------------------------------------
 
+@pytest.mark.stage
 def test_loader_maps_blocks_without_copy_and_splits_heldout(chain):
     tmp, _ = chain
     plan = _plan(tmp)
@@ -144,6 +145,7 @@ def test_loader_maps_blocks_without_copy_and_splits_heldout(chain):
     assert set((few.val_samples % 4).tolist()) == {0, 3}
 
 
+@pytest.mark.stage
 def test_loader_deterministic_resume_and_rank_split(chain):
     tmp, _ = chain
     plan = _plan(tmp)
@@ -217,6 +219,7 @@ def test_single_document_batches_run_plain_causal(chain):
 
 @EAGER_FLEX
 @pytest.mark.parametrize("attention", ["sdpa", "flex"])
+@pytest.mark.stage
 def test_document_mask_isolates_documents(attention):
     """Both mask paths (FlexAttention runs its forward only on CPU, which is what this needs)."""
     torch.manual_seed(0)
@@ -246,6 +249,7 @@ def _layout(lengths_per_row: list[list[int]]) -> tuple[torch.Tensor, torch.Tenso
 
 
 @EAGER_FLEX
+@pytest.mark.stage
 def test_flex_block_mask_equals_dense_mask():
     """FlexAttention's block mask has the dense mask's semantics: same outputs (float64, CPU forward)
     on windows of one document, a document tail + heads, many short documents, boundaries on and off
@@ -275,6 +279,7 @@ def test_block_mask_skips_other_documents_blocks():
 
 
 @pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.stage
 def test_compiled_step_one_graph_same_numbers(bf16):
     """torch.compile of the model's training step: one graph with no breaks (fullgraph=True raises on
     a break; the chunked loss's autograd.Function is traced whole), and the same loss and gradients as
@@ -330,6 +335,7 @@ def test_spike_rule():
 
 # -- the stage -----------------------------------------------------------------------------------
 
+@pytest.mark.stage
 def test_short_run_outputs_and_report(chain):
     tmp, cfg = chain
     assert _train(cfg) == 0
@@ -368,6 +374,7 @@ def test_short_run_outputs_and_report(chain):
     assert read_manifest(out)["started_at"] == man["started_at"]
 
 
+@pytest.mark.stage
 def test_resume_is_bit_exact(chain):
     tmp, cfg = chain
     out, ck = tmp / "data" / "t" / "smoke_train", tmp / "data" / "t" / "smoke_train.ckpt"
@@ -427,6 +434,7 @@ def test_resume_refuses_a_checkpoint_carrying_a_callable(chain, capsys, tmp_path
     path.with_suffix(".json").unlink()
 
 
+@pytest.mark.stage
 def test_compiled_run_matches_eager_and_resumes(chain, monkeypatch):
     """train.compile=true (on CPU with the aot_eager backend): one graph for the whole run (evaluation,
     the mask benchmark and generation run the eager module), compile time reported on its own, the

@@ -55,6 +55,7 @@ def test_spool_round_trips_records_in_any_order(tmp_path):
         sp[0]
 
 
+@pytest.mark.stage
 def test_private_spool_dir_removed_on_close_and_on_garbage_collection():
     sp: RecordSpool[int] = RecordSpool(None, "t")
     sp.extend(range(3))
@@ -226,6 +227,7 @@ def spools(monkeypatch):
     return made
 
 
+@pytest.mark.stage
 def test_stage1_spools_inside_its_tmp_dir_and_removes_it(tmp_path, spools):
     root = _local_dir(tmp_path / "src")
     killed = tmp_path / "data" / "t" / "mixed_raw.tmp-99999" / "_spool"  # what a SIGKILLed run leaves
@@ -241,6 +243,7 @@ def test_stage1_spools_inside_its_tmp_dir_and_removes_it(tmp_path, spools):
     assert not [f for f in man["outputs"]["files"] if "_spool" in f["path"]]
 
 
+@pytest.mark.stage
 def test_stage1_removes_the_spool_when_it_fails(tmp_path, spools, monkeypatch):
     root = _local_dir(tmp_path / "src")
     cfg = _stage_config(tmp_path, root, min_chars=100_000, max_chars=200_000)  # every record too short
@@ -277,6 +280,7 @@ class _HeldSpool(list):
         self.clear()
 
 
+@pytest.mark.stage
 def test_stage1_artifact_identical_to_the_in_memory_path(tmp_path, monkeypatch):
     root = _local_dir(tmp_path / "src")
     # 50 records, 3 passes allowed, a target beyond one pass: epochs 2-3 re-permute the spooled records

@@ -77,6 +77,7 @@ def _real_wheel(name: str, version: str) -> bytes:
                          b"Tag: py3-none-any\n", f"{di}/RECORD": b""})
 
 
+@pytest.mark.stage
 def test_pip_download_is_wheel_only_hash_enforced_and_isolated(tmp_path, monkeypatch):
     """No network: pip sees only a local folder (PIP_NO_INDEX + PIP_FIND_LINKS). A ``pip/`` planted in the
     cache where pip used to run, and an sdist whose setup.py would run at download time: neither runs

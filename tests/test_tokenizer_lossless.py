@@ -49,6 +49,7 @@ def tok():
     return t
 
 
+@pytest.mark.stage
 def test_round_trip_random_unicode(tok):
     rng = random.Random(20261203)
     unk = tok.token_to_id("<|unk|>")
@@ -61,6 +62,7 @@ def test_round_trip_random_unicode(tok):
     assert tok.decode(tok.encode(everything).ids) == everything
 
 
+@pytest.mark.stage
 def test_round_trip_real_text_every_domain(tok):
     for domain, texts in real_texts().items():
         for t in texts:
@@ -113,6 +115,7 @@ def test_component_split_holds_out_whole_components():
     assert big.components_heldout == ["y"]
 
 
+@pytest.mark.stage
 def test_transformers_gives_the_same_ids(tok, tmp_path):
     transformers = pytest.importorskip("transformers")
     from minideepseek.tokenizer.stage import hf_config_files
