@@ -127,6 +127,15 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def iter_batches(path: Path, columns: list[str] | None = None) -> Iterator[Any]:
+    """The record batches of one Arrow stream shard (memory-mapped), optionally only ``columns``."""
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as src:
+        for batch in pa.ipc.open_stream(src):
+            yield batch.select(columns) if columns else batch
+
+
 def shard_paths(ds_dir: Path) -> list[Path]:
     """The data files a ``save_to_disk`` directory lists in its state.json (no globbing). Each name must
     stay inside the directory (``fsio.inside``): a crafted ``../`` or absolute entry is refused, never read."""

@@ -173,7 +173,7 @@ class Granular:
                 hashes: list[str]) -> Path:
         """Clean the survivors' texts; documents left too short join `removed`; the metadata lists are
         updated in place; returns the dataset the stage reads from here on (decontamination, writing)."""
-        dc, seed, n = self.dc, self.cfg.run.seed, len(self.ids)
+        dc = self.dc
         chars = np.array(n_chars, dtype=np.int64)
         for step in ("exact", "near", "against"):
             self._snapshot(step, chars, removed)
@@ -185,141 +185,19 @@ class Granular:
                 self._snapshot(step, chars, removed)
             return self.src_dir
 
-        line_srcs = step_sources(dc.lines, self.recipe) if dc.lines.enabled else set()
-        para_srcs = step_sources(dc.paragraphs, self.recipe) if dc.paragraphs.enabled else set()
+        self.line_srcs = step_sources(dc.lines, self.recipe) if dc.lines.enabled else set()
+        self.para_srcs = step_sources(dc.paragraphs, self.recipe) if dc.paragraphs.enabled else set()
         sub_srcs = step_sources(dc.substrings, self.recipe) if dc.substrings.enabled else set()
-        live = [i for i in range(n) if not self.is_copy[i] and i not in removed]
+        live = [i for i in range(len(self.ids)) if not self.is_copy[i] and i not in removed]
         texts = TextStore(self.work)  # the cleaned texts, on disk (memory does not grow with the run)
-
-        # 2. lines, pass 1: counts per bucket (and the paragraph count that sizes the Bloom filter); the
-        # per-document work runs in a process pool on large inputs (granular_tasks), results in row order
-        counter = LineCounter(len(live), dc.lines.bucket_docs, dc.lines.max_repeats, dc.lines.min_line_chars, seed,
-                              dc.lines.code_aware)
-        docs = [i for i in live if self.srcs[i] in line_srcs or self.srcs[i] in para_srcs]
-        parts = [docs[s0:s0 + CHUNK_DOCS] for s0 in range(0, len(docs), CHUNK_DOCS)]
-        shards = tuple(str(x.resolve()) for x in shard_paths(self.src_dir))
-        pool = dc.num_proc > 1 and sum(self.n_chars0[i] for i in docs) >= POOL_MIN_CHARS
-
-        def chunk(part: list[int], boiler_file: str = "") -> Chunk:
-            return Chunk(shards, np.array(part, dtype=np.int64), tuple(self.ids[i] for i in part),
-                         tuple(self.srcs[i] in line_srcs for i in part), tuple(self.srcs[i] in para_srcs for i in part),
-                         dc.lines.min_line_chars, dc.lines.code_aware, dc.paragraphs.min_chars, seed, counter.n_buckets,
-                         boiler_file)
-
-        def run(fn: Any, chunks: Any) -> Any:
-            return LocalExecutor().map(fn, chunks, workers=dc.num_proc) if pool else map(fn, chunks)
-
-        n_para = 0
-        for part, res in zip(parts, tqdm(run(count_chunk, (chunk(x) for x in parts)), total=len(parts), unit="chunks",
-                                         desc="lines: count", mininterval=2)):
-            for i, (hs, k) in zip(part, res):
-                if hs is not None:
-                    counter.add_hashes(self.ids[i], hs)
-                n_para += k
-        counter.finish()
-        para = ParagraphDedup(n_para, dc.paragraphs.min_chars, dc.paragraphs.false_positive_rate, dc.paragraphs.exact)
-        t_count = time.perf_counter() - self._t
-
-        # lines pass 2 + paragraphs: the workers strip lines and hash paragraphs, this process keeps the
-        # run-order state (the Bloom filter: a paragraph's first occurrence wins) and the counters
-        top: Counter = Counter()
-        line_stats: dict[str, Counter] = {}
-        para_stats: dict[str, Counter] = {}
-        para_examples: list[dict[str, Any]] = []
-        after_lines = chars.copy()
-        chars_in_lines = 0
-        if pool:
-            boiler_file = str(self.work / "boiler.npz")
-            self.work.mkdir(parents=True, exist_ok=True)
-            save_boiler(boiler_file, counter.boiler)
-            cleaned = run(clean_chunk, (chunk(x, boiler_file) for x in parts))
-        else:
-            cleaned = (clean_chunk(chunk(x), counter.boiler) for x in parts)
-        for part, res in zip(parts, tqdm(cleaned, total=len(parts), unit="chunks", desc="lines + paragraphs",
-                                         mininterval=2)):
-            for i, (text, gone, p_idx, p_hs) in zip(part, res):
-                s = self.srcs[i]
-                if s in line_srcs:
-                    chars_in_lines += self.n_chars0[i]
-                    if gone:
-                        st = line_stats.setdefault(s, Counter())
-                        st["docs_touched"] += 1
-                        st["lines_removed"] += len(gone)
-                        st["chars_removed"] += self.n_chars0[i] - len(text)
-                        top.update(gone)
-                        texts[i] = text
-                        after_lines[i] = len(text)
-                        if self._drop_short(i, text, dc.lines.min_doc_chars, "lines"):
-                            st["docs_dropped_too_short"] += 1
-                            continue
-                if s in para_srcs:
-                    new, pgone = para.apply(text, p_idx, p_hs)
-                    if pgone:
-                        st = para_stats.setdefault(s, Counter())
-                        st["docs_touched"] += 1
-                        st["paragraphs_removed"] += len(pgone)
-                        st["chars_removed"] += len(text) - len(new)
-                        if len(para_examples) < 10:
-                            para_examples.append({"doc": self.ids[i], "paragraph": pgone[0][:200]})
-                        texts[i] = new
-                        if self._drop_short(i, new, dc.paragraphs.min_doc_chars, "paragraphs"):
-                            st["docs_dropped_too_short"] += 1
-        total_wall = time.perf_counter() - self._t
-        # the two passes serve both steps: lines gets pass 1 (counting), paragraphs pass 2 (strip + dedup)
-        peak, _ = self.rss.mark()
-        where = f"{dc.num_proc} worker processes" if pool else "this process"
-        self.perf["lines"] = {"wall_s": round(t_count, 3), "docs": len(live), "chars": chars_in_lines,
-                              "mb_per_s": round(chars_in_lines / 1e6 / t_count, 2) if t_count else None,
-                              "peak_rss_mb": peak, "note": f"pass 1 (line counts + paragraph count) in {where}"}
-        self.perf["paragraphs"] = {"wall_s": round(total_wall - t_count, 3), "docs": len(live), "chars": int(chars.sum()),
-                                   "mb_per_s": round(int(chars.sum()) / 1e6 / (total_wall - t_count), 2),
-                                   "peak_rss_mb": peak, "note": f"pass 2 (line strip + paragraph dedup) in {where}"}
-        self._t = time.perf_counter()
+        counter, para = self._count_lines(live)
+        after_lines = self._strip_lines_and_paragraphs(live, counter, para, texts, chars)
         self._snapshot("lines", after_lines, removed)
         after_para = after_lines.copy()
         for i in texts.keys():
             after_para[i] = texts.chars(i)
         self._snapshot("paragraphs", after_para, removed)
-        if line_srcs:
-            self.rep["lines"] = {"sources": sorted(line_srcs), "buckets": counter.n_buckets,
-                                 "bucket_docs": dc.lines.bucket_docs, "max_repeats": dc.lines.max_repeats,
-                                 "boilerplate_lines": sum(len(v) for v in counter.boiler.values()),
-                                 "per_source": {k: dict(v) for k, v in sorted(line_stats.items())},
-                                 "top_lines": [{"line": ln[:160], "removed_from_docs": c}
-                                               for ln, c in top.most_common(dc.lines.top_lines)]}
-        if para_srcs:
-            self.rep["paragraphs"] = {"sources": sorted(para_srcs), "min_chars": dc.paragraphs.min_chars, **para.stats(),
-                                      "per_source": {k: dict(v) for k, v in sorted(para_stats.items())},
-                                      "examples": para_examples}
-
-        # 4. substrings over the selected sources' current texts, in run order
-        after_sub = after_para.copy()
-        if sub_srcs:
-            ds = datasets.load_from_disk(str(self.src_dir))
-            docs = [i for i in live if i not in removed and self.srcs[i] in sub_srcs]
-            sc = dc.substrings
-            # a generator: find_repeats holds one max_tokens chunk of texts at a time, not all of them
-            cur = ((i, texts[i] if i in texts else ds[i]["text"]) for i in docs)
-            res = find_repeats(cur, sc.min_tokens, sc.engine, sc.max_tokens, sc.examples, self.ids, sc.cross_doc_only)
-            st_sub: dict[str, Counter] = {}
-            for i, iv in sorted(res.cut.items()):
-                text = texts[i] if i in texts else ds[i]["text"]
-                new = cut_text(text, iv)
-                st = st_sub.setdefault(self.srcs[i], Counter())
-                st["docs_touched"] += 1
-                st["spans_removed"] += len(iv)
-                st["chars_removed"] += len(text) - len(new)
-                texts[i] = new
-                after_sub[i] = len(new)
-                if self._drop_short(i, new, sc.min_doc_chars, "substrings"):
-                    st["docs_dropped_too_short"] += 1
-            self.rep["substrings"] = {"sources": sorted(sub_srcs), "min_tokens": sc.min_tokens, "engine": res.engine,
-                                      "cross_doc_only": sc.cross_doc_only,
-                                      "chunks": res.chunks, "tokens_in": res.tokens_in, "tokens_removed": res.tokens_removed,
-                                      "spans_removed": res.spans,
-                                      "per_source": {k: dict(v) for k, v in sorted(st_sub.items())},
-                                      "examples": _pick_examples(res.examples, sc.examples)}
-            self._perf("substrings", len(docs), int(sum(self.n_chars0[i] for i in docs)))
+        after_sub = self._substrings(live, sub_srcs, texts, after_para, removed)
         self._snapshot("substrings", after_sub, removed)
 
         # the rewritten copy of mixed_raw the stage reads from here on; its metadata, in place
@@ -334,6 +212,154 @@ class Granular:
         self.rss.mark()
         self._t = time.perf_counter()
         return self.out_dir
+
+    # ---- the line and paragraph steps: two passes over the survivors, shared
+    def _chunks(self, live: list[int]) -> None:
+        """The documents the line/paragraph steps read, in CHUNK_DOCS parts; in a process pool on large
+        inputs (granular_tasks), results taken in row order."""
+        self.lp_docs = [i for i in live if self.srcs[i] in self.line_srcs or self.srcs[i] in self.para_srcs]
+        self.parts = [self.lp_docs[s0:s0 + CHUNK_DOCS] for s0 in range(0, len(self.lp_docs), CHUNK_DOCS)]
+        self.shards = tuple(str(x.resolve()) for x in shard_paths(self.src_dir))
+        self.pool = self.dc.num_proc > 1 and sum(self.n_chars0[i] for i in self.lp_docs) >= POOL_MIN_CHARS
+
+    def _chunk(self, part: list[int], n_buckets: int, boiler_file: str = "") -> Chunk:
+        dc = self.dc
+        return Chunk(self.shards, np.array(part, dtype=np.int64), tuple(self.ids[i] for i in part),
+                     tuple(self.srcs[i] in self.line_srcs for i in part),
+                     tuple(self.srcs[i] in self.para_srcs for i in part), dc.lines.min_line_chars, dc.lines.code_aware,
+                     dc.paragraphs.min_chars, self.cfg.run.seed, n_buckets, boiler_file)
+
+    def _map(self, fn: Any, chunks: Any) -> Any:
+        return LocalExecutor().map(fn, chunks, workers=self.dc.num_proc) if self.pool else map(fn, chunks)
+
+    def _count_lines(self, live: list[int]) -> tuple[LineCounter, ParagraphDedup]:
+        """Lines, pass 1: counts per bucket, and the paragraph count that sizes the Bloom filter."""
+        dc = self.dc
+        counter = LineCounter(len(live), dc.lines.bucket_docs, dc.lines.max_repeats, dc.lines.min_line_chars,
+                              self.cfg.run.seed, dc.lines.code_aware)
+        self._chunks(live)
+        n_para = 0
+        results = self._map(count_chunk, (self._chunk(x, counter.n_buckets) for x in self.parts))
+        for part, res in zip(self.parts, tqdm(results, total=len(self.parts), unit="chunks", desc="lines: count",
+                                              mininterval=2)):
+            for i, (hs, k) in zip(part, res):
+                if hs is not None:
+                    counter.add_hashes(self.ids[i], hs)
+                n_para += k
+        counter.finish()
+        para = ParagraphDedup(n_para, dc.paragraphs.min_chars, dc.paragraphs.false_positive_rate, dc.paragraphs.exact)
+        self.t_count = time.perf_counter() - self._t
+        return counter, para
+
+    def _strip_lines_and_paragraphs(self, live: list[int], counter: LineCounter, para: ParagraphDedup,
+                                    texts: TextStore, chars: np.ndarray) -> np.ndarray:
+        """Lines pass 2 + paragraphs: the workers strip lines and hash paragraphs, this process keeps the
+        run-order state (the Bloom filter: a paragraph's first occurrence wins) and the counters. Returns
+        each document's length after the line step."""
+        dc = self.dc
+        top: Counter = Counter()
+        line_stats: dict[str, Counter] = {}
+        para_stats: dict[str, Counter] = {}
+        para_examples: list[dict[str, Any]] = []
+        after_lines = chars.copy()
+        chars_in_lines = 0
+        if self.pool:
+            boiler_file = str(self.work / "boiler.npz")
+            self.work.mkdir(parents=True, exist_ok=True)
+            save_boiler(boiler_file, counter.boiler)
+            cleaned = self._map(clean_chunk, (self._chunk(x, counter.n_buckets, boiler_file) for x in self.parts))
+        else:
+            cleaned = (clean_chunk(self._chunk(x, counter.n_buckets), counter.boiler) for x in self.parts)
+        for part, res in zip(self.parts, tqdm(cleaned, total=len(self.parts), unit="chunks", desc="lines + paragraphs",
+                                              mininterval=2)):
+            for i, (text, gone, p_idx, p_hs) in zip(part, res):
+                s = self.srcs[i]
+                if s in self.line_srcs:
+                    chars_in_lines += self.n_chars0[i]
+                    if gone:
+                        st = line_stats.setdefault(s, Counter())
+                        st["docs_touched"] += 1
+                        st["lines_removed"] += len(gone)
+                        st["chars_removed"] += self.n_chars0[i] - len(text)
+                        top.update(gone)
+                        texts[i] = text
+                        after_lines[i] = len(text)
+                        if self._drop_short(i, text, dc.lines.min_doc_chars, "lines"):
+                            st["docs_dropped_too_short"] += 1
+                            continue
+                if s in self.para_srcs:
+                    new, pgone = para.apply(text, p_idx, p_hs)
+                    if pgone:
+                        st = para_stats.setdefault(s, Counter())
+                        st["docs_touched"] += 1
+                        st["paragraphs_removed"] += len(pgone)
+                        st["chars_removed"] += len(text) - len(new)
+                        if len(para_examples) < 10:
+                            para_examples.append({"doc": self.ids[i], "paragraph": pgone[0][:200]})
+                        texts[i] = new
+                        if self._drop_short(i, new, dc.paragraphs.min_doc_chars, "paragraphs"):
+                            st["docs_dropped_too_short"] += 1
+        self._lines_perf(live, chars, chars_in_lines)
+        if self.line_srcs:
+            self.rep["lines"] = {"sources": sorted(self.line_srcs), "buckets": counter.n_buckets,
+                                 "bucket_docs": dc.lines.bucket_docs, "max_repeats": dc.lines.max_repeats,
+                                 "boilerplate_lines": sum(len(v) for v in counter.boiler.values()),
+                                 "per_source": {k: dict(v) for k, v in sorted(line_stats.items())},
+                                 "top_lines": [{"line": ln[:160], "removed_from_docs": c}
+                                               for ln, c in top.most_common(dc.lines.top_lines)]}
+        if self.para_srcs:
+            self.rep["paragraphs"] = {"sources": sorted(self.para_srcs), "min_chars": dc.paragraphs.min_chars,
+                                      **para.stats(), "per_source": {k: dict(v) for k, v in sorted(para_stats.items())},
+                                      "examples": para_examples}
+        return after_lines
+
+    def _lines_perf(self, live: list[int], chars: np.ndarray, chars_in_lines: int) -> None:
+        """The two passes serve both steps: lines gets pass 1 (counting), paragraphs pass 2 (strip + dedup)."""
+        total_wall = time.perf_counter() - self._t
+        t_count = self.t_count
+        peak, _ = self.rss.mark()
+        where = f"{self.dc.num_proc} worker processes" if self.pool else "this process"
+        self.perf["lines"] = {"wall_s": round(t_count, 3), "docs": len(live), "chars": chars_in_lines,
+                              "mb_per_s": round(chars_in_lines / 1e6 / t_count, 2) if t_count else None,
+                              "peak_rss_mb": peak, "note": f"pass 1 (line counts + paragraph count) in {where}"}
+        self.perf["paragraphs"] = {"wall_s": round(total_wall - t_count, 3), "docs": len(live), "chars": int(chars.sum()),
+                                   "mb_per_s": round(int(chars.sum()) / 1e6 / (total_wall - t_count), 2),
+                                   "peak_rss_mb": peak, "note": f"pass 2 (line strip + paragraph dedup) in {where}"}
+        self._t = time.perf_counter()
+
+    # ---- the substring step
+    def _substrings(self, live: list[int], sub_srcs: set[str], texts: TextStore, after_para: np.ndarray,
+                    removed: dict[int, dict[str, Any]]) -> np.ndarray:
+        """Exact substrings over the selected sources' current texts, in run order; returns the lengths after."""
+        after_sub = after_para.copy()
+        if not sub_srcs:
+            return after_sub
+        ds = datasets.load_from_disk(str(self.src_dir))
+        docs = [i for i in live if i not in removed and self.srcs[i] in sub_srcs]
+        sc = self.dc.substrings
+        # a generator: find_repeats holds one max_tokens chunk of texts at a time, not all of them
+        cur = ((i, texts[i] if i in texts else ds[i]["text"]) for i in docs)
+        res = find_repeats(cur, sc.min_tokens, sc.engine, sc.max_tokens, sc.examples, self.ids, sc.cross_doc_only)
+        st_sub: dict[str, Counter] = {}
+        for i, iv in sorted(res.cut.items()):
+            text = texts[i] if i in texts else ds[i]["text"]
+            new = cut_text(text, iv)
+            st = st_sub.setdefault(self.srcs[i], Counter())
+            st["docs_touched"] += 1
+            st["spans_removed"] += len(iv)
+            st["chars_removed"] += len(text) - len(new)
+            texts[i] = new
+            after_sub[i] = len(new)
+            if self._drop_short(i, new, sc.min_doc_chars, "substrings"):
+                st["docs_dropped_too_short"] += 1
+        self.rep["substrings"] = {"sources": sorted(sub_srcs), "min_tokens": sc.min_tokens, "engine": res.engine,
+                                  "cross_doc_only": sc.cross_doc_only,
+                                  "chunks": res.chunks, "tokens_in": res.tokens_in, "tokens_removed": res.tokens_removed,
+                                  "spans_removed": res.spans,
+                                  "per_source": {k: dict(v) for k, v in sorted(st_sub.items())},
+                                  "examples": _pick_examples(res.examples, sc.examples)}
+        self._perf("substrings", len(docs), int(sum(self.n_chars0[i] for i in docs)))
+        return after_sub
 
     def _rule_hit(self, url: str) -> bool:
         import re

@@ -44,7 +44,7 @@ def post_dedup_mix(recipe: list[tuple[str, float]], srcs: list[str], n_tokens: l
             "max_abs_deviation_pp": max((abs(r["deviation_pp"]) for r in rows), default=0.0)}
 
 
-def _histogram(sizes: list[int]) -> list[dict[str, Any]]:
+def histogram(sizes: list[int]) -> list[dict[str, Any]]:
     out = []
     for lo, hi in _HIST_BINS:
         k = sum(1 for s in sizes if lo <= s <= hi)
@@ -152,7 +152,7 @@ def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[
         "component_pairs": [{"removed": a, "kept": b, "count": c}
                             for (a, b), c in sorted(comp_pairs.items(), key=lambda x: (-x[1], x[0]))],
         "near": {k: v for k, v in near.items() if k not in ("verified_edges", "clusters")},
-        "cluster_size_histogram": _histogram([len(c) for c in clusters]),
+        "cluster_size_histogram": histogram([len(c) for c in clusters]),
         "largest_clusters": [len(c) for c in clusters[:10]],
         "giant_clusters": giant,
         "sampled_pairs": pairs,
@@ -164,6 +164,12 @@ def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[
 
 
 def dedup_markdown(rep: dict[str, Any]) -> str:
+    lines = [*_md_totals(rep), *_md_sources(rep), *_md_near(rep), *_md_s_curve(rep), *_md_mix(rep), *_md_pairs(rep)]
+    return "\n".join(lines) + "\n"
+
+
+def _md_totals(rep: dict[str, Any]) -> list[str]:
+    """Parameters, totals, removals per source."""
     p = rep["params"]
     lines = [
         "# Cross-source dedup report", "",
@@ -180,6 +186,12 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
     for s, c in rep["per_source"].items():
         lines.append(f"| {s} | {c['docs_in']:,} | {c.get('exact', 0):,} | {c.get('near', 0):,} | "
                      f"{c.get('contamination', 0):,} | {100 * c['rate']:.2f}% |")
+    return lines
+
+
+def _md_sources(rep: dict[str, Any]) -> list[str]:
+    """Source x source and component x component duplicates."""
+    lines: list[str] = []
     names = list(rep["source_matrix"]["counts"])
     lines += ["", "## Source x source duplicates (row: removed doc's source, column: kept doc's source)", "",
               "| removed \\ kept | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
@@ -187,6 +199,12 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
         lines.append(f"| {a} | " + " | ".join(f"{rep['source_matrix']['counts'][a][b]:,}" for b in names) + " |")
     lines += ["", "## Duplicates by corpus component (removed -> kept)", "", "| removed | kept | docs |", "|---|---|---:|"]
     lines += [f"| {x['removed']} | {x['kept']} | {x['count']:,} |" for x in rep["component_pairs"][:30]]
+    return lines
+
+
+def _md_near(rep: dict[str, Any]) -> list[str]:
+    """Near-duplicate clusters, banding, keep policy, residual check, giant clusters."""
+    lines: list[str] = []
     nr = rep["near"]
     lines += ["", "## Near-duplicate clusters", "",
               f"Candidate pairs {nr.get('candidate_pairs', 0):,}, verified {nr.get('verified_pairs', 0):,}, "
@@ -230,6 +248,12 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
     if rep["giant_clusters"]:
         lines += ["", f"**Giant clusters** (> max_cluster_size): {len(rep['giant_clusters'])}"]
         lines += [f"- size {g['size']:,}: {g['sources']} e.g. {g['kept_candidates'][:3]}" for g in rep["giant_clusters"]]
+    return lines
+
+
+def _md_s_curve(rep: dict[str, Any]) -> list[str]:
+    """The S-curve, theory vs measured."""
+    lines: list[str] = []
     sc = rep.get("s_curve") or {}
     if sc.get("points"):
         lines += ["", "## S-curve: theory vs measured", "", f"{sc['method']}; {sc['pairs']:,} pairs.", "",
@@ -237,6 +261,12 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
                   "|---|---:|---:|---:|---:|:-:|"]
         lines += [f"| {x['j_bin']} | {x['pairs']} | {x['measured_candidate_rate']:.3f} | {x['theory_mean_P']:.3f} | "
                   f"{x['std_err']:.3f} | {'yes' if x['within_2se'] else 'no'} |" for x in sc["points"]]
+    return lines
+
+
+def _md_mix(rep: dict[str, Any]) -> list[str]:
+    """The mix after dedup."""
+    lines: list[str] = []
     mix = rep["post_dedup_mix"]
     lines += ["", "## Mix after dedup (token shares)", "",
               "| source | target | before | after | drift (pp) | vs target (pp) | docs before | docs after |",
@@ -245,6 +275,13 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
         lines.append(f"| {r['source']} | {100 * r['target_share']:.1f}% | {100 * r['share_tokens_before']:.2f}% | "
                      f"{100 * r['share_tokens_after']:.2f}% | {r['drift_pp']:+.3f} | {r['deviation_pp']:+.3f} | "
                      f"{r['docs_before']:,} | {r['docs_after']:,} |")
+    return lines
+
+
+def _md_pairs(rep: dict[str, Any]) -> list[str]:
+    """Sampled removed pairs, for manual review."""
+    p = rep["params"]
+    lines: list[str] = []
     lines += ["", "## Sampled removed pairs (for manual review)", "",
               ("Jaccard is between the removed document and the kept document it duplicates (greedy policy: "
                "always >= the threshold)." if p["cluster"] == "greedy" else
@@ -256,7 +293,7 @@ def dedup_markdown(rep: dict[str, Any]) -> str:
             return " ".join(t.split())[:90].replace("|", "\\|")
         lines.append(f"| `{x['removed']}` | `{x['kept']}` | {x['reason']} | {x['jaccard_exact']:.3f} | "
                      f"{clip(x['removed_text'])} | {clip(x['kept_text'])} |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def contamination_markdown(c: dict[str, Any]) -> str:

@@ -128,17 +128,52 @@ def load_split_texts(tc: TokenizerConfig, seed: int, src: Path
 
 def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, executor: Any = None) -> Manifest:
     tc = cfg.tokenizer
+    splits, sample_stats, ids, n_chars, train_idx = _sample(cfg, src)
+    train_chars = sum(v["train_chars"] for v in sample_stats.values())
+    tok, why_not, sizing, train_s, rss = _train(tc, src, tmp, train_idx, train_chars, executor)
+    final_vocab = tok.get_vocab_size()
+    reached = why_not is None
+    # "heldout" lists both held-out splits' ids (what a withdrawal scans); the components are named apart
+    write_json_atomic(tmp / "sample.json", {
+        name: {"train": [ids[i] for i in s.train], "heldout": [ids[i] for i in sorted(s.heldout + s.heldout_component)],
+               "heldout_components": s.components_heldout}
+        for name, s in splits.items()})
+    report = _evaluate(tc, src, tok, splits, n_chars)
+    report = {"vocab_size_target": tc.vocab_size, "vocab_size_final": final_vocab, "reached_target": reached,
+              "why_not": why_not, "pre_tokenizer": tc.pre_tokenizer, "normalizer": tc.normalizer,
+              "lossless": tc.normalizer in LOSSLESS_NORMALIZERS, "special_tokens": list(SPECIAL_TOKENS),
+              "sample": sample_stats, **report, "tokens": token_samples(tok)}
+    write_json_atomic(tmp / "tokenizer_eval.json", report)
+    write_text_atomic(tmp / "tokenizer_eval.md", eval_markdown(report))
+    counters = {"vocab_size": final_vocab, "vocab_target": tc.vocab_size, "reached_target": reached,
+                "train_docs": len(train_idx), "train_chars": train_chars,
+                "heldout_docs": sum(len(s.heldout) + len(s.heldout_component) for s in splits.values()),
+                "sample_per_source": sample_stats,
+                "round_trip": report["round_trip"]}
+    return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss,
+                                         "sizing": sizing})
+
+
+def _sample(cfg: TokenizerStageConfig, src: Path) -> tuple[dict[str, Any], dict[str, Any], list[str], list[int],
+                                                            set[int]]:
+    """The stratified training / held-out split of ``mixed_dedup`` (per source; whole components held out)."""
     meta = read_columns(src, ["id", "source", "n_chars", "url", "audit_trace"])
     sources, n_chars, ids = meta["source"], meta["n_chars"], meta["id"]
     comps = [component_of(t[0] if t else "", u or "") for t, u in zip(meta["audit_trace"], meta["url"])]
-    splits, sample_stats = stratified_split(tc, cfg.run.seed, sources, n_chars, comps)
+    splits, sample_stats = stratified_split(cfg.tokenizer, cfg.run.seed, sources, n_chars, comps)
     train_idx = {i for s in splits.values() for i in s.train}
     log.info("%s: training sample %s docs (%s chars), held out %s docs at random and %s docs of %s whole "
              "components", STAGE, f"{len(train_idx):,}", f"{sum(v['train_chars'] for v in sample_stats.values()):,}",
              f"{sum(v['heldout_docs'] for v in sample_stats.values()):,}",
              f"{sum(v['heldout_component_docs'] for v in sample_stats.values()):,}",
              sum(len(v["components_heldout"]) for v in sample_stats.values()))
+    return splits, sample_stats, ids, n_chars, train_idx
 
+
+def _train(tc: Any, src: Path, tmp: Path, train_idx: set[int], train_chars: int,
+           executor: Any) -> tuple[Any, str | None, list[dict[str, Any]], float, Any]:
+    """BPE on the training sample, saved; returns the tokenizer, why it fell short of the vocabulary target
+    (None: it did not), the sizing note, the training time and peak RSS. Short and not allowed: an error."""
     tok = new_tokenizer(tc)
     t0 = time.time()
     with Heartbeat(STAGE, "BPE training", len(train_idx), after="computing merges", logger=log) as hb:  # progress
@@ -149,7 +184,6 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
     rss = peak_rss_mb()
     final_vocab = tok.get_vocab_size()
     reached = final_vocab >= tc.vocab_size
-    train_chars = sum(v["train_chars"] for v in sample_stats.values())
     why_not = None if reached else (
         f"the training sample ({train_chars:,} chars) has only {final_vocab:,} distinct merges + alphabet with "
         f"frequency >= {tc.min_frequency}; add text (a larger sampler.target_tokens) or lower tokenizer.vocab_size")
@@ -164,12 +198,11 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
         assert tok.token_to_id(t) == i, f"special token {t} must have id {i}"
     tok.save(str(tmp / "tokenizer.json"))
     hf_config_files(tmp)
-    # "heldout" lists both held-out splits' ids (what a withdrawal scans); the components are named apart
-    write_json_atomic(tmp / "sample.json", {
-        name: {"train": [ids[i] for i in s.train], "heldout": [ids[i] for i in sorted(s.heldout + s.heldout_component)],
-               "heldout_components": s.components_heldout}
-        for name, s in splits.items()})
+    return tok, why_not, sizing, train_s, rss
 
+
+def _evaluate(tc: Any, src: Path, tok: Any, splits: dict[str, Any], n_chars: list[int]) -> dict[str, Any]:
+    """The held-out evaluation (ours, and the reference tokenizers when configured): the report's figures."""
     held, coverage = heldout_texts(src, splits, n_chars, tc.eval_max_chars)
     capped = [f"{k}/{n}" for k, v in coverage.items() for n, c in v.items() if c["docs"] < c["heldout_docs"]]
     if capped:
@@ -183,16 +216,12 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
         q = qwen()
         if q is not None:
             cands.append(q)
-    evs = {k: evaluate(cands, {n: t for n, t in h.items() if t}, final_vocab) for k, h in held.items()}
+    evs = {k: evaluate(cands, {n: t for n, t in h.items() if t}, tok.get_vocab_size()) for k, h in held.items()}
     all_held = {n: held["component"][n] + held["random"][n] for n in splits}
     round_trip = {name: {"ok": sum(e["round_trip"].get(name, {}).get("ok", 0) for e in evs.values()),
                          "docs": sum(e["round_trip"].get(name, {}).get("docs", 0) for e in evs.values())}
                   for name in (c.name for c in cands)}
-    report = {
-        "vocab_size_target": tc.vocab_size, "vocab_size_final": final_vocab, "reached_target": reached,
-        "why_not": why_not, "pre_tokenizer": tc.pre_tokenizer, "normalizer": tc.normalizer,
-        "lossless": tc.normalizer in LOSSLESS_NORMALIZERS, "special_tokens": list(SPECIAL_TOKENS),
-        "sample": sample_stats,
+    return {
         # "per_source"/"vocab_utilization" keep the random split (what earlier runs reported, so the
         # dashboard compares like with like); "splits" has both
         "per_source": evs["random"]["per_source"], "round_trip": round_trip,
@@ -202,17 +231,7 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
         # what the figures above were measured on: per split and source, documents/characters evaluated
         # of those held out (fewer where tokenizer.eval_max_chars capped it)
         "eval_coverage": {"max_chars": tc.eval_max_chars, "capped": capped, "splits": coverage},
-        "tokens": token_samples(tok),
     }
-    write_json_atomic(tmp / "tokenizer_eval.json", report)
-    write_text_atomic(tmp / "tokenizer_eval.md", eval_markdown(report))
-    counters = {"vocab_size": final_vocab, "vocab_target": tc.vocab_size, "reached_target": reached,
-                "train_docs": len(train_idx), "train_chars": train_chars,
-                "heldout_docs": sum(len(s.heldout) + len(s.heldout_component) for s in splits.values()),
-                "sample_per_source": sample_stats,
-                "round_trip": round_trip}
-    return stage.commit(counters, extra={"training_s": round(train_s, 2), "training_peak_rss_mb": rss,
-                                         "sizing": sizing})
 
 
 def summary_line(cfg: Any, man: dict[str, Any]) -> str:

@@ -267,20 +267,7 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
     model = build_model(tc, vocab_size, seed, attention).to(env.device)
     opt = make_optimizer(model, tc)
     res = TrainResult("done", model, opt, 0, LoaderState(), attention=attention, compiled=compiled)
-    path = env.broadcast_object(ckpts.latest() if tc.resume and env.is_main else None)  # rank 0 decides
-    if path is not None:
-        payload = load_checkpoint(path)
-        check_resume_payload(payload, path)
-        log.info("resuming from %s (step %d)", path, payload["step"])
-        try:
-            model.load_state_dict(payload["model"])
-            opt.load_state_dict(payload["optimizer"])
-        except (RuntimeError, ValueError, KeyError, TypeError) as exc:  # shapes or names of another model
-            raise CheckpointError(f"checkpoint {printable(str(path))} does not fit this model and optimizer "
-                                  f"({type(exc).__name__}: {_first_line(exc)}); {_FRESH}") from None
-        res.step, res.loader_state = payload["step"], LoaderState(**payload["loader_state"])
-        res.history, res.val, res.batches = payload["history"], payload["val"], payload["batches"]
-        res.resumed_from = res.step
+    _resume(res, tc, env, ckpts)
     if compiled:
         model.compile(**COMPILE_OPTIONS)  # before DDP wraps it; state_dict keys stay unprefixed
     ddp = DDP(model, device_ids=[env.local_rank] if env.device.type == "cuda" else None) if env.world > 1 else model
@@ -310,18 +297,7 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
         lr = lr_at(step, tc)
         for g in opt.param_groups:
             g["lr"] = lr
-        loss_sum = torch.zeros((), dtype=torch.float32, device=env.device)
-        mine, toks = [], []
-        for micro in range(tc.grad_accum):
-            b = loader.next_batch(tc.doc_mask)
-            mine.append(b.samples)
-            toks.append(b.tokens)
-            x, y, seg, pos = to_device(b, env.device, tc.doc_mask, single_doc_causal=not compiled)
-            sync = micro == tc.grad_accum - 1 or env.world == 1
-            with (contextlib.nullcontext() if sync else ddp.no_sync()), autocast():
-                loss = ddp(x, y, seg, pos, tc.loss_chunk)
-            (loss / tc.grad_accum).backward()
-            loss_sum += loss.detach().float()
+        loss_sum, mine, toks = _accumulate(ddp, loader, tc, env, autocast, compiled)
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip if tc.grad_clip > 0 else float("inf"))
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -358,6 +334,45 @@ def train(tc: TrainConfig, plan: SamplePlan, vocab_size: int, seed: int, env: Di
             break
     env.barrier()
     return res
+
+
+def _resume(res: TrainResult, tc: TrainConfig, env: DistEnv, ckpts: Checkpoints) -> None:
+    """With ``train.resume``, the latest checkpoint's model, optimizer, loader state and history into ``res``
+    (rank 0 picks the checkpoint, every rank loads it); nothing when there is none."""
+    path = env.broadcast_object(ckpts.latest() if tc.resume and env.is_main else None)  # rank 0 decides
+    if path is None:
+        return
+    payload = load_checkpoint(path)
+    check_resume_payload(payload, path)
+    log.info("resuming from %s (step %d)", path, payload["step"])
+    try:
+        res.model.load_state_dict(payload["model"])
+        res.optimizer.load_state_dict(payload["optimizer"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as exc:  # shapes or names of another model
+        raise CheckpointError(f"checkpoint {printable(str(path))} does not fit this model and optimizer "
+                              f"({type(exc).__name__}: {_first_line(exc)}); {_FRESH}") from None
+    res.step, res.loader_state = payload["step"], LoaderState(**payload["loader_state"])
+    res.history, res.val, res.batches = payload["history"], payload["val"], payload["batches"]
+    res.resumed_from = res.step
+
+
+def _accumulate(ddp: Any, loader: Any, tc: TrainConfig, env: DistEnv, autocast: Any,
+                compiled: bool) -> tuple[torch.Tensor, list[np.ndarray], list[np.ndarray]]:
+    """One optimizer step's forward/backward over ``grad_accum`` micro-batches (gradients synchronized on the
+    last one only); returns the summed loss and the micro-batches' sample ids and tokens (the ledger's)."""
+    loss_sum = torch.zeros((), dtype=torch.float32, device=env.device)
+    mine, toks = [], []
+    for micro in range(tc.grad_accum):
+        b = loader.next_batch(tc.doc_mask)
+        mine.append(b.samples)
+        toks.append(b.tokens)
+        x, y, seg, pos = to_device(b, env.device, tc.doc_mask, single_doc_causal=not compiled)
+        sync = micro == tc.grad_accum - 1 or env.world == 1
+        with (contextlib.nullcontext() if sync else ddp.no_sync()), autocast():
+            loss = ddp(x, y, seg, pos, tc.loss_chunk)
+        (loss / tc.grad_accum).backward()
+        loss_sum += loss.detach().float()
+    return loss_sum, mine, toks
 
 
 class CheckpointError(ConfigError):

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-from ..arrow_io import shard_paths
+from ..arrow_io import iter_batches, shard_paths
 from ..config import ConfigError
 from ..records import base_id, is_copy
 from ..stage import read_manifest
@@ -34,12 +33,6 @@ from ..tickets import Matcher, Selector
 log = logging.getLogger(__name__)
 
 DATASETS = ("mixed_raw", "mixed_dedup")
-
-
-def iter_batches(path: Path, columns: list[str] | None = None):  # type: ignore[no-untyped-def]
-    with pa.memory_map(str(path)) as src:
-        for batch in pa.ipc.open_stream(src):
-            yield batch.select(columns) if columns else batch
 
 
 def resolve(run_dir: Path, selectors: list[Selector], ticket: str, duplicates: bool) -> list[dict[str, Any]]:

@@ -29,19 +29,15 @@ import numpy as np
 from .. import pipeline, runlock
 from ..arrow_io import iter_dataset_rows, read_columns
 from ..config import ConfigError
+from ..edits import EditContext, bases_of, copy_artifact
 from ..fsio import atomic_writer, write_json_atomic, write_text_atomic
 from ..invocation import venv_python
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER, Plan
 from ..stage import ArtifactEdit, live_suffix, publish_reports, read_manifest, restore_interrupted_swap, verify_before_use
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
 from .config import WithdrawStageConfig
-from .hooks import EditContext
 from .locate import Location, locate, resolve
 from .notes import impact_markdown, release_note
-from .refresh import (
-    bases_of,
-)
-from .rewrite import copy_artifact
 from .verify import token_grams, verify, word_grams
 
 log = logging.getLogger(__name__)
@@ -152,7 +148,7 @@ class Withdrawal:
                 texts[row["id"]] = row["text"]
         arrays: dict[str, np.ndarray] = {}
         lens: dict[str, int] = {}
-        tok = self._tokenizer()
+        tok = self.tokenizer()
         for d in docs:
             k = ids[d["id"]]
             arrays[f"w{k}"], arrays[f"wn{k}"] = word_grams(texts[d["id"]], self.wc.ngram)
@@ -175,7 +171,7 @@ class Withdrawal:
             "figures": figures(self.run_dir), "location": loc.to_json(), "packed_lengths": lens,
             "in_dedup": in_dedup, "training": training})
 
-    def _tokenizer(self):  # type: ignore[no-untyped-def]
+    def tokenizer(self):  # type: ignore[no-untyped-def]
         path = self.run_dir / "tokenizer" / "tokenizer.json"
         if read_manifest(self.run_dir / "tokenizer") is None or not path.is_file():
             return None
@@ -226,7 +222,7 @@ class Withdrawal:
                    "tokens": fp[f"t{k}"] if f"t{k}" in fp else None, "token_n": int(fp[f"tn{k}"]) if f"tn{k}" in fp else 0}
                   for k in range(len(docs))]
         # after a retrain the token ids changed: the packed blocks are decoded and scanned for words instead
-        tok = self._tokenizer() if decision["retrained"] else None
+        tok = self.tokenizer() if decision["retrained"] else None
         result = verify(self.run_dir, self.report_dir, docs, prints, self.wc.containment, decoded_with=tok,
                         exclude={self.log.path.resolve()})
         state = self.log.tickets()[t]
@@ -286,6 +282,12 @@ class Withdrawal:
         man = read_manifest(self.run_dir / art)
         assert man is not None, art
         return man.fingerprint
+
+    def deletion_log_fingerprint(self) -> str:
+        """The ticket log's fingerprint: mixed_raw's new input (stage 1 excludes what the log withdrew)."""
+        fp = self.log.fingerprint()
+        assert fp is not None  # a ticket was accepted before any artifact is edited
+        return fp
 
     def present(self, art: str, ids: set[str]) -> set[str]:
         """Which of ``ids`` are rows of ``art`` now (a document may already be gone: an overlapping

@@ -20,22 +20,21 @@ The ticket log, the withdrawal records and the release note are the audit trail 
 from __future__ import annotations
 
 import logging
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..arrow_io import shard_paths
+from ..arrow_io import iter_batches, shard_paths
 from ..crossdedup.decontam import ngram_hashes, words
+from ..edits import ID_TOKEN
 from ..records import base_id
-from .locate import DATASETS, iter_batches
+from .locate import DATASETS
 
 log = logging.getLogger(__name__)
 
 _MULT = np.uint64(0x9E3779B97F4A7C15)
-ID_TOKEN = re.compile(r"[\w.\-]+/[0-9a-f]{16}(?:~\d+)?")  # a document id (``~k``: a reused source id)
 TEXT_SUFFIXES = (".json", ".jsonl", ".md", ".txt")
 AUDIT_NAMES = ("release_note.md",)  # the audit trail names what was removed, by design
 
