@@ -61,6 +61,9 @@ log = logging.getLogger(__name__)
 STEPS = ("url", "exact", "near", "lines", "paragraphs", "substrings", "decontamination")
 FILES = ("certificate.json", "certificate.md")
 VERIFY_TOP = 8  # near: candidates verified per canary, best signature estimate first
+# A test seam: when a list, every canary's (id, step, text) is appended to it, so a test can search the
+# run's artifacts for the canaries (tests/test_certificate.py); the stage itself keeps no canary text.
+KEEP_TEXTS: list[tuple[str, str, str]] | None = None
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -71,7 +74,8 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     den = 1 + z * z / n
     mid = (p + z * z / (2 * n)) / den
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, float(mid - half)), min(1.0, float(mid + half))
+    # at k = 0 (k = n) the bound is exactly 0 (1); floating point would give 1e-17 (0.9999999999999999)
+    return (0.0 if k == 0 else float(mid - half)), (1.0 if k == n else float(mid + half))
 
 
 class Certifier:
@@ -92,10 +96,13 @@ class Certifier:
             return []
         return sorted(self._rng("pick", key).choice(pool, size=min(k, len(pool)), replace=False).tolist())
 
-    def _add(self, step: str, kind: str, origin: str, expect: bool, caught: bool, jaccard: float | None = None) -> None:
+    def _add(self, step: str, kind: str, origin: str, expect: bool, caught: bool, jaccard: float | None = None,
+             text: str = "") -> None:
         n = sum(1 for c in self.canaries if c.step == step)
         self.canaries.append(Canary(f"canary/{step}/{n}", step, kind, origin, expect,
                                     None if jaccard is None else round(jaccard, 4), bool(caught)))
+        if KEEP_TEXTS is not None and text:
+            KEEP_TEXTS.append((self.canaries[-1].id, step, text))
 
     # ---- after near dedup: exact, url, near (whole documents, on the texts as sampled)
     def documents(self, d: Any, nd: Any, src_dir: Path) -> None:
@@ -108,7 +115,7 @@ class Certifier:
             for i in self._pick(sized, self.cc.exact_docs, "exact"):
                 text = self.ds[i]["text"]
                 for kind, var in (("copy", text), ("ws_case", ws_case_variant(text, self._rng("exact", i)))):
-                    self._add("exact", kind, d.ids[i], True, text_hash(var) in groups)
+                    self._add("exact", kind, d.ids[i], True, text_hash(var) in groups, text=var)
         else:
             self.ran["exact"] = "dedup.exact is off"
         self._urls(d, src_dir)
@@ -179,7 +186,7 @@ class Certifier:
                     if jj >= t:
                         caught = True
                         break
-            self._add("near", f"J~{targets[q]:.3f}", d.ids[i], j >= t, caught, j)
+            self._add("near", f"J~{targets[q]:.3f}", d.ids[i], j >= t, caught, j, text=var)
             if j >= t:
                 expected.append(float(s_curve(j, nd.b, nd.r)))
         # what the banding promises for these canaries (each verified exactly): the S-curve at their J
@@ -218,7 +225,8 @@ class Certifier:
             rng = self._rng("paragraphs", i)
             # re-cased and re-spaced on one line (a paragraph is a line): the step's normalization folds both
             var = ws_case_variant(paras[int(rng.integers(len(paras)))], rng, newlines=False)
-            self._add("paragraphs", "repeated_paragraph", gran.ids[i], True, gran.para.was_seen(normalize_paragraph(var)))
+            self._add("paragraphs", "repeated_paragraph", gran.ids[i], True, gran.para.was_seen(normalize_paragraph(var)),
+                      text=var)
 
     def _lines(self, gran: Any, ds: Any, live: list[int]) -> None:
         self.ran["lines"] = ""
@@ -247,7 +255,8 @@ class Certifier:
                 counter.finish()
                 want = normalize_line(line)
                 for cid, text in docs:
-                    self._add("lines", role, gran.ids[i], role == "boilerplate", want in counter.strip(cid, text)[1])
+                    self._add("lines", role, gran.ids[i], role == "boilerplate", want in counter.strip(cid, text)[1],
+                              text=text)
 
     def _substrings(self, gran: Any, ds: Any, live: list[int]) -> None:
         self.ran["substrings"] = ""
@@ -269,7 +278,7 @@ class Certifier:
                 res = find_repeats([(0, text), (1, canary)], sc.min_tokens, sc.engine, sc.max_tokens, 0,
                                    [gran.ids[x], "canary"], sc.cross_doc_only)
                 cut = sum(max(0, min(b, pos + len(span)) - max(a_, pos)) for a_, b in res.cut.get(1, []))
-                self._add("substrings", role, gran.ids[x], role == "quoted_span", cut >= len(span) // 2)
+                self._add("substrings", role, gran.ids[x], role == "quoted_span", cut >= len(span) // 2, text=canary)
 
     # ---- after decontamination
     def contamination(self, index: Any, gran: Any, removed: dict[int, Any], out_dir: Path) -> None:
@@ -295,7 +304,7 @@ class Certifier:
                     h = hosts[(q + PERTURBATIONS.index(kind)) % len(hosts)]
                     canary = insert_at_line(ds[h]["text"], perturb_item(text, kind, rng), rng)[0]
                     hit = any(x.benchmark == spec.name and x.item_id == iid for x in index.scan("canary", "", canary))
-                    self._add("decontamination", kind, f"{spec.name}:{iid}", True, hit)
+                    self._add("decontamination", kind, f"{spec.name}:{iid}", True, hit, text=canary)
         self.wall += time.perf_counter() - t0
 
     # ---- the certificate
