@@ -12,12 +12,14 @@ import pytest
 import cross_source_dedup
 import pack_shuffle
 import train_tokenizer
+from minideepseek import summary
 from minideepseek.arrow_io import iter_dataset_rows, shard_paths
 from minideepseek.config import config_hash
 from minideepseek.crossdedup import certificate
 from minideepseek.crossdedup.certificate import wilson
 from minideepseek.crossdedup.config import CanaryConfig, DedupStageConfig
 from minideepseek.crossdedup.decontam import ngram_hashes, words
+from minideepseek.dashboard.collect import collect
 from minideepseek.stage import read_manifest
 from minideepseek.tokenizer.io import load_tokenizer
 from minideepseek.withdraw.locate import iter_batches
@@ -42,7 +44,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
         certificate.KEEP_TEXTS = None
     off = tmp_path_factory.mktemp("off") / "run"
     shutil.copytree(on, off)
-    shutil.rmtree(off / "reports")
+    for name in certificate.FILES:  # the copy's report folder as stage 1 left it
+        (off / "reports" / "t" / name).unlink()
     for stage in (cross_source_dedup, train_tokenizer, pack_shuffle):
         assert run_in(off, stage, "--config", "t.yaml", "--force", "--set", "canaries.enabled=false") == 0
     return {"on": on, "off": off, "texts": texts}
@@ -74,6 +77,22 @@ def test_certificate_passes_on_the_chain(runs: dict) -> None:
     man = read_manifest(runs["on"] / "data" / "t" / "mixed_dedup")
     assert man["certificate"]["passed"] is True
     assert {f["path"] for f in man["outputs"]["files"] if f["volatile"]} >= set(certificate.FILES)
+
+
+def test_summary_and_dashboard_show_the_certificate(runs: dict) -> None:
+    on, off = runs["on"], runs["off"]
+    assert run_in(on, summary, "t.yaml") == 0
+    md = (on / "reports" / "t" / "summary.md").read_text()
+    assert "recall certificate ([certificate.md](certificate.md)): PASS" in md
+    assert "| near | PASS |" in md and "| decontamination | PASS |" in md
+    got = collect(on / "reports" / "t", on / "data" / "t")["certificate"]
+    assert got["passed"] and got["near_recall"] == 1.0 and got["false_removals"] == 0
+    # a certificate left in the report folder by an earlier run is not claimed by a run without canaries
+    shutil.copy(on / "reports" / "t" / "certificate.json", off / "reports" / "t" / "certificate.json")
+    assert "certificate" not in collect(off / "reports" / "t", off / "data" / "t")
+    assert run_in(off, summary, "t.yaml") == 0
+    assert "certificate" not in (off / "reports" / "t" / "summary.md").read_text()
+    (off / "reports" / "t" / "certificate.json").unlink()
 
 
 def test_data_identical_with_and_without_canaries(runs: dict) -> None:
