@@ -70,6 +70,7 @@ def test_certificate_passes_on_the_chain(runs: dict) -> None:
     assert steps["lines"]["controls"] and steps["lines"]["false_removals"] == 0
     assert steps["substrings"]["controls"] and steps["substrings"]["false_removals"] == 0
     assert set(steps["decontamination"]["by_kind"]) == set(certificate.PERTURBATIONS)
+    assert set(steps["withdrawal"]["by_kind"]) == {"id", "hash", "url", "text"}  # what a deletion request names
     lo, hi = near["ci95"]
     assert lo < near["recall"] <= hi == 1.0
     # published with the other stage-2 reports, recorded in the manifest, not in the fingerprint

@@ -33,11 +33,13 @@ import datasets
 import numpy as np
 
 from ..arrow_io import read_columns
+from ..config import ConfigError
 from ..dedup import band_keys, estimated_jaccard, exact_jaccard, s_curve
 from ..dedup.lsh import DEFAULT_MAX_CLIQUE
 from ..fsio import write_json_atomic, write_text_atomic
 from ..records import text_hash
 from ..rng import rng_for
+from ..tickets import Matcher, Selector
 from .canaries import (
     PERTURBATIONS,
     Canary,
@@ -58,7 +60,7 @@ from .urls import normalize_url
 
 log = logging.getLogger(__name__)
 
-STEPS = ("url", "exact", "near", "lines", "paragraphs", "substrings", "decontamination")
+STEPS = ("url", "exact", "near", "lines", "paragraphs", "substrings", "decontamination", "withdrawal")
 FILES = ("certificate.json", "certificate.md")
 VERIFY_TOP = 8  # near: candidates verified per canary, best signature estimate first
 # A test seam: when a list, every canary's (id, step, text) is appended to it, so a test can search the
@@ -120,7 +122,28 @@ class Certifier:
             self.ran["exact"] = "dedup.exact is off"
         self._urls(d, src_dir)
         self._near(d, nd, sized)
+        self._withdrawal(d, sized)
         self.wall += time.perf_counter() - t0
+
+    def _withdrawal(self, d: Any, sized: list[int]) -> None:
+        """Withdrawal probes: would a deletion request find this document? The resolver's own matcher
+        (withdraw.py resolves tickets with it on mixed_raw) given the document's id, its hash recomputed
+        from its text, its URL, and a 60-character fragment of it re-cased and re-spaced."""
+        self.ran["withdrawal"] = ""
+        for i in self._pick(sized, self.cc.withdrawal_docs, "withdrawal"):
+            row = {**self.ds[i], "id": d.ids[i]}
+            rng = self._rng("withdrawal", i)
+            text = row["text"]
+            a = int(rng.integers(0, max(1, len(text) - 60)))
+            probes = [("id", row["id"]), ("hash", text_hash(text)), ("text", ws_case_variant(text[a:a + 60], rng))]
+            if row.get("url"):
+                probes.append(("url", row["url"]))
+            for kind, value in probes:
+                try:
+                    m = Matcher([("canary", [Selector(kind, value)], [])])
+                except ConfigError:  # a fragment too short after normalization: not a request one could make
+                    continue
+                self._add("withdrawal", kind, row["id"], True, m.match(row) is not None)
 
     def _urls(self, d: Any, src_dir: Path) -> None:
         uc = self.dc.urls
@@ -399,7 +422,7 @@ def certificate_markdown(cert: dict[str, Any]) -> str:
                 must = {r["expect"] for r in got}
                 lines.append(f"| [{a:.2f}, {b:.2f}) | {len(got)} | {sum(1 for r in got if r['caught'])} | "
                              f"{'mixed (threshold inside)' if len(must) > 1 else 'removed' if True in must else 'kept'} |")
-    for step in ("decontamination", "url", "exact", "lines", "substrings"):
+    for step in ("decontamination", "url", "exact", "lines", "substrings", "withdrawal"):
         s = cert["steps"][step]
         if s["by_kind"]:
             kinds = (f"{k} {v['caught']}/{v['planted']}" + (" (control)" if v["control"] else "")

@@ -93,6 +93,7 @@ class CanaryConfig:
     line_sets: int = 3  # boilerplate lines planted in max_repeats+1 documents of a bucket (and in max_repeats)
     substring_docs: int = 8  # code spans of min_tokens+10 tokens quoted in another document (and of min_tokens-10)
     benchmark_items: int = 8  # items per benchmark, each embedded with every perturbation
+    withdrawal_docs: int = 12  # deletion-request probes: by id, hash, URL and a re-cased text fragment
     min_near_recall: float = 0.95  # near-dup recall at J >= threshold
     min_decontam_recall: float = 0.95
     min_recall: float = 0.95  # exact, url, lines, paragraphs, substrings
@@ -100,7 +101,7 @@ class CanaryConfig:
 
     def __post_init__(self) -> None:
         for name in ("near_docs", "exact_docs", "url_docs", "paragraph_docs", "line_sets", "substring_docs",
-                     "benchmark_items", "max_false_removals"):
+                     "benchmark_items", "withdrawal_docs", "max_false_removals"):
             require(getattr(self, name) >= 0, f"canaries.{name} must be >= 0")
         for name in ("min_near_recall", "min_decontam_recall", "min_recall"):
             require(0.0 <= getattr(self, name) <= 1.0, f"canaries.{name} must be in [0, 1], e.g. 0.95")
