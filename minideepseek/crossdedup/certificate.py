@@ -236,11 +236,15 @@ class Certifier:
             self.ran["substrings"] = "dedup.substrings is off or selects no source"
         self.wall += time.perf_counter() - t0
 
+    def _step_pool(self, step: str, step_cfg: Any, gran: Any, live: list[int]) -> list[int]:
+        """The step runs: the surviving documents of the sources it selects (its canaries' origins)."""
+        self.ran[step] = ""
+        ok = step_sources(step_cfg, self.recipe)
+        return [i for i in live if gran.srcs[i] in ok]
+
     def _paragraphs(self, gran: Any, ds: Any, live: list[int]) -> None:
-        self.ran["paragraphs"] = ""
         pc = self.dc.paragraphs
-        ok = step_sources(pc, self.recipe)
-        pool = [i for i in live if gran.srcs[i] in ok]
+        pool = self._step_pool("paragraphs", pc, gran, live)
         for i in self._pick(pool, self.cc.paragraph_docs, "paragraphs"):
             paras = [p for p in ds[i]["text"].split("\n") if len(normalize_paragraph(p)) >= pc.min_chars]
             if not paras:
@@ -252,10 +256,8 @@ class Certifier:
                       text=var)
 
     def _lines(self, gran: Any, ds: Any, live: list[int]) -> None:
-        self.ran["lines"] = ""
         lc = self.dc.lines
-        ok = step_sources(lc, self.recipe)
-        pool = [i for i in live if gran.srcs[i] in ok]
+        pool = self._step_pool("lines", lc, gran, live)
         k = lc.max_repeats
         for s, i in enumerate(self._pick(pool, self.cc.line_sets, "lines")):
             rng = self._rng("lines", i)
@@ -282,10 +284,8 @@ class Certifier:
                               text=text)
 
     def _substrings(self, gran: Any, ds: Any, live: list[int]) -> None:
-        self.ran["substrings"] = ""
         sc = self.dc.substrings
-        ok = step_sources(sc, self.recipe)
-        pool = [i for i in live if gran.srcs[i] in ok]
+        pool = self._step_pool("substrings", sc, gran, live)
         need = sc.min_tokens + 40
         picked = self._pick(pool, 2 * self.cc.substring_docs, "substrings")
         for x, y in zip(picked[0::2], picked[1::2]):
