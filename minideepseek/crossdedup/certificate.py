@@ -88,6 +88,7 @@ class Certifier:
         self.canaries: list[Canary] = []
         self.ran: dict[str, str] = {}  # step -> "" when probed, else why not
         self.detail: dict[str, Any] = {}
+        self._n: Counter = Counter()  # canaries per step (their ids)
         self.wall = 0.0
 
     def _rng(self, *keys: str | int) -> np.random.Generator:
@@ -100,7 +101,8 @@ class Certifier:
 
     def _add(self, step: str, kind: str, origin: str, expect: bool, caught: bool, jaccard: float | None = None,
              text: str = "") -> None:
-        n = sum(1 for c in self.canaries if c.step == step)
+        n = self._n[step]
+        self._n[step] += 1
         self.canaries.append(Canary(f"canary/{step}/{n}", step, kind, origin, expect,
                                     None if jaccard is None else round(jaccard, 4), bool(caught)))
         if KEEP_TEXTS is not None and text:
