@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 STEPS = ("url", "exact", "near", "lines", "paragraphs", "substrings", "decontamination", "withdrawal")
 FILES = ("certificate.json", "certificate.md")
 VERIFY_TOP = 8  # near: candidates verified per canary, best signature estimate first
+# origins drawn per canary wanted: a drawn document may not fit (the demo's Chinese fortunes have no line
+# of 20 characters, many pages no paragraph of 40); the first ones that fit are used
+SPARE = 4
 # A test seam: when a list, every canary's (id, step, text) is appended to it, so a test can search the
 # run's artifacts for the canaries (tests/test_certificate.py); the stage itself keeps no canary text.
 KEEP_TEXTS: list[tuple[str, str, str]] | None = None
@@ -247,10 +250,14 @@ class Certifier:
     def _paragraphs(self, gran: Any, ds: Any, live: list[int]) -> None:
         pc = self.dc.paragraphs
         pool = self._step_pool("paragraphs", pc, gran, live)
-        for i in self._pick(pool, self.cc.paragraph_docs, "paragraphs"):
+        done = 0
+        for i in self._pick(pool, SPARE * self.cc.paragraph_docs, "paragraphs"):
             paras = [p for p in ds[i]["text"].split("\n") if len(normalize_paragraph(p)) >= pc.min_chars]
+            if done == self.cc.paragraph_docs:
+                break
             if not paras:
                 continue
+            done += 1
             rng = self._rng("paragraphs", i)
             # re-cased and re-spaced on one line (a paragraph is a line): the step's normalization folds both
             var = ws_case_variant(paras[int(rng.integers(len(paras)))], rng, newlines=False)
@@ -261,13 +268,17 @@ class Certifier:
         lc = self.dc.lines
         pool = self._step_pool("lines", lc, gran, live)
         k = lc.max_repeats
-        for s, i in enumerate(self._pick(pool, self.cc.line_sets, "lines")):
+        s = 0  # sets planted
+        for i in self._pick(pool, SPARE * self.cc.line_sets, "lines"):
+            if s == self.cc.line_sets:
+                break
             rng = self._rng("lines", i)
             norms = [(ln, normalize_line(ln)) for ln in ds[i]["text"].split("\n")]
             cands = [ln for ln, n in norms if len(n) >= max(20, lc.min_line_chars)
                      and counts(n, lc.min_line_chars, lc.code_aware)]
             if not cands:
                 continue
+            s += 1
             line = cands[int(rng.integers(len(cands)))]
             hosts = [h for h in self._pick(pool, 2 * k + 1, f"lines-hosts-{s}") if h != i]
             for role, m in (("boilerplate", k + 1), ("control", k)):  # over max_repeats, and at it
@@ -289,12 +300,16 @@ class Certifier:
         sc = self.dc.substrings
         pool = self._step_pool("substrings", sc, gran, live)
         need = sc.min_tokens + 40
-        picked = self._pick(pool, 2 * self.cc.substring_docs, "substrings")
+        picked = self._pick(pool, 2 * SPARE * self.cc.substring_docs, "substrings")
+        done = 0
         for x, y in zip(picked[0::2], picked[1::2]):
+            if done == self.cc.substring_docs:
+                break
             text = ds[x]["text"]
             toks = [m.span() for m in SUB_TOKEN.finditer(text)]
             if len(toks) < need:
                 continue
+            done += 1
             rng = self._rng("substrings", x)
             for role, n in (("quoted_span", sc.min_tokens + 10), ("control", max(1, sc.min_tokens - 10))):
                 a = int(rng.integers(0, len(toks) - n))
