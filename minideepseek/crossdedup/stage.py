@@ -319,6 +319,9 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
 def strict_failure(cfg: Any, man: dict[str, Any]) -> str | None:
     """A failed recall certificate stops the pipeline (exit 3) unless ``canaries.fail: warn``."""
     cert = man.get("certificate")
+    if cfg.canaries.enabled and not cert:  # canaries are not in the config hash: an up-to-date stage was skipped
+        log.warning("canaries.enabled, but %s was built without canaries and is up to date: rerun stage 2 with "
+                    "--force to certify it", cfg.run.run_dir / ARTIFACT)
     if not cfg.canaries.enabled or not cert or cert["passed"]:
         return None
     where = cfg.run.report_dir / "certificate.md"
