@@ -121,7 +121,7 @@ for stage in "${STAGES[@]}"; do
   case $rc in
     0) ;;
     130) on_interrupt ;;
-    3) echo "run_pipeline.sh: stage $stage missed its target (--strict); see the line above and its report" >&2
+    3) echo "run_pipeline.sh: stage $stage missed a binding target (--strict, or a failed canary certificate); see the line above and its report" >&2
        exit 3 ;;
     *) echo "run_pipeline.sh: stage $stage failed; fix the error above, then rerun from it:" >&2
        resume_hint "$stage" >&2

@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 # Sections a config file may hold. Stages that do not exist yet are not listed: their keys are
 # errors until the stage lands, so a config never carries settings that nothing reads.
-KNOWN_SECTIONS = ("run", "sources", "extract", "sampler", "dedup", "decontam", "tokenizer", "pack", "train",
+KNOWN_SECTIONS = ("run", "sources", "extract", "sampler", "dedup", "decontam", "canaries", "tokenizer", "pack", "train",
                   "withdraw", "demo_corpus")
 
 # Pairs of keys of which a config sets exactly one. Setting one with --set drops the other from the

@@ -52,6 +52,12 @@ def figures(run: RunConfig) -> dict[str, Any]:
     if dd:
         out["dedup"] = {"docs_in": dd["docs_in"], "docs_out": dd["docs_out"], "removed": dd["removed"],
                         "dup_rate": dd["dup_rate"]}
+    cert = _load(rep / "certificate.json")
+    if cert and (read_manifest(rd / "mixed_dedup") or {}).get("certificate"):  # not one left by an earlier run
+        out["certificate"] = {"passed": cert["passed"], "line": cert["line"], "canaries": cert["canaries"],
+                              "steps": {s: {k: v[k] for k in ("verdict", "should_catch", "caught", "recall", "ci95",
+                                                              "controls", "false_removals", "floor")}
+                                        for s, v in cert["steps"].items()}}
     tk = _load(rep / "tokenizer_eval.json")
     if tk:
         out["tokenizer"] = {"vocab": tk["vocab_size_final"], "target": tk["vocab_size_target"],
@@ -123,6 +129,10 @@ def markdown(f: dict[str, Any]) -> str:
         removed = ", ".join(f"{k} {v:,}" for k, v in d["removed"].items()) or "none"
         lines.append(f"- dedup: {d['docs_in']:,} -> {d['docs_out']:,} docs (removed: {removed}), duplicate rate "
                      f"{100 * d['dup_rate']:.2f}%")
+    if "certificate" in f:
+        c = f["certificate"]
+        lines.append(f"- recall certificate ([certificate.md](certificate.md)): {'' if c['passed'] else '**'}"
+                     f"{c['line']}{'' if c['passed'] else '**'} ({c['canaries']:,} canaries, none written)")
     if "tokenizer" in f:
         t = f["tokenizer"]
         rt = t.get("round_trip") or {}
@@ -151,6 +161,15 @@ def markdown(f: dict[str, Any]) -> str:
         for n, e in m["epochs"].items():
             lines.append(f"| {n} | {e['unique_tokens']:,} | {e['epochs']:.3f} | {e['consumed']:.3f} | "
                          f"{'WARNING' if e['over_warning'] else ''} |")
+        lines.append("")
+    if "certificate" in f:
+        lines += ["", "### Recall certificate (stage 2, seeded canaries)", "",
+                  "| step | verdict | caught / must catch | recall | 95% CI | floor | false removals / controls |",
+                  "|---|---|---:|---:|---|---:|---:|"]
+        for step, s in f["certificate"]["steps"].items():
+            ci = f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]" if s["ci95"] else "—"
+            lines.append(f"| {step} | {s['verdict']} | {s['caught']} / {s['should_catch']} | {_num(s['recall'], '.3f')} | "
+                         f"{ci} | {s['floor']} | {s['false_removals']} / {s['controls']} |")
         lines.append("")
     if f.get("withdrawals"):
         lines.append(f"- withdrawals: {len(f['withdrawals'])} ticket(s) applied, see [release_note.md](release_note.md)")

@@ -19,9 +19,11 @@ STDLIB = Path(sysconfig.get_paths()["stdlib"])
 SEQ = 64
 
 
-def build_chain(tmp: Path, name: str = "t", weights: tuple[float, float] = (0.55, 0.45)) -> Path:
+def build_chain(tmp: Path, name: str = "t", weights: tuple[float, float] = (0.55, 0.45),
+                sections: dict | None = None) -> Path:
     """Write the sources and config under ``tmp`` and run stages 1-4 in ``tmp/run`` (relative data and
-    report dirs, so the directory can be copied); returns ``tmp/run``."""
+    report dirs, so the directory can be copied); returns ``tmp/run``. ``sections``: config sections
+    merged over the defaults below (a section's keys replace those given here)."""
     # code from the last stdlib files, docstrings from the first: no docstring is inside a code document
     code = sorted(p for p in STDLIB.glob("*.py") if 3_000 < p.stat().st_size < 12_000)[-50:]
     docs = stdlib_docstrings(35, 300, 3000, unique=True)  # + the twin = 36 = the prose quota: all sampled
@@ -46,6 +48,8 @@ def build_chain(tmp: Path, name: str = "t", weights: tuple[float, float] = (0.55
         "tokenizer": {"vocab_size": 1500, "heldout_min_docs": 2, "min_chars_per_source": 1000, "eval_reference": False},
         "pack": {"seq_len": SEQ, "max_shard_bytes": 16 << 10, "batch_docs": 8, "decode_samples": 3},
     }
+    for sec, keys in (sections or {}).items():
+        cfg[sec] = {**cfg.get(sec, {}), **keys}
     root = tmp / "run"
     root.mkdir(exist_ok=True)
     (root / f"{name}.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True))

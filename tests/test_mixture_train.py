@@ -43,10 +43,12 @@ def test_two_phase_mixture_train_and_resume(chain):
 
     listed = {r for s in pipeline.STAGES for r in s.reports}
     written = {p.name for p in (root / "reports/t").iterdir()}
-    assert written == listed, (sorted(written - listed), sorted(listed - written))
+    optional = {"certificate.json", "certificate.md"}  # written with canaries.enabled only
+    assert written <= listed, sorted(written - listed)
+    assert listed - written == optional
     for s in pipeline.STAGES:
         in_manifest = {f["path"] for f in read_manifest(root / "data/t" / s.artifact).files}
-        assert set(s.reports) <= in_manifest, (s.name, sorted(set(s.reports) - in_manifest))
+        assert set(s.reports) - optional <= in_manifest, (s.name, sorted(set(s.reports) - optional - in_manifest))
     rep = json.loads((root / "reports/t/mixture.json").read_text())
     assert "## Per phase" in (root / "reports/t/mixture.md").read_text()
     png = (root / "reports/t/mixture.png").read_bytes()

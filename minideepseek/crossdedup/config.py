@@ -76,7 +76,45 @@ class DedupConfig:
 
 
 @dataclass(frozen=True)
+class CanaryConfig:
+    """Seeded canaries (certificate.py): variants of the run's own documents and of the benchmarks, probed
+    against every step's index after the stage's own pass, never written: ``mixed_dedup`` is
+    byte-identical with and without them, so this section is not part of the stage's config hash."""
+
+    enabled: bool = False  # the demo turns it on with `canaries: {enabled: true}` (docs/stages.md)
+    seed: int = 0  # mixed with run.seed: a different seed draws other documents and other edits
+    fail: Literal["error", "warn"] = "error"  # error: a failed certificate stops the pipeline (exit 3)
+    near_docs: int = 12  # originals of near-duplicate variants; each gives one variant per Jaccard bin
+    # exact-Jaccard bins of the variants, as offsets from dedup.threshold: >= 0 must be caught, < 0 must survive
+    near_bins: tuple[float, ...] = (0.005, 0.02, 0.05, 0.1, 0.15, -0.03, -0.1)
+    exact_docs: int = 12  # each gives a verbatim copy and a whitespace/case-only copy
+    url_docs: int = 12  # each gives URL variants the normalizer must fold (tracking query, www., case, /)
+    paragraph_docs: int = 12  # a paragraph of one document repeated, re-cased, inside another
+    line_sets: int = 3  # boilerplate lines planted in max_repeats+1 documents of a bucket (and in max_repeats)
+    substring_docs: int = 8  # code spans of min_tokens+10 tokens quoted in another document (and of min_tokens-10)
+    benchmark_items: int = 8  # items per benchmark, each embedded with every perturbation
+    withdrawal_docs: int = 12  # deletion-request probes: by id, hash, URL and a re-cased text fragment
+    min_near_recall: float = 0.95  # near-dup recall at J >= threshold
+    min_decontam_recall: float = 0.95
+    min_recall: float = 0.95  # exact, url, lines, paragraphs, substrings
+    max_false_removals: int = 0  # of the controls (below the threshold) any step may remove
+
+    def __post_init__(self) -> None:
+        for name in ("near_docs", "exact_docs", "url_docs", "paragraph_docs", "line_sets", "substring_docs",
+                     "benchmark_items", "withdrawal_docs", "max_false_removals"):
+            require(getattr(self, name) >= 0, f"canaries.{name} must be >= 0")
+        for name in ("min_near_recall", "min_decontam_recall", "min_recall"):
+            require(0.0 <= getattr(self, name) <= 1.0, f"canaries.{name} must be in [0, 1], e.g. 0.95")
+        require(all(-1.0 < b < 1.0 for b in self.near_bins), "canaries.near_bins are offsets from dedup.threshold "
+                "in (-1, 1), e.g. [0.02, 0.1, -0.05]")
+
+
+@dataclass(frozen=True)
 class DedupStageConfig:
+    # canaries change the reports, never the artifact (mixed_dedup is byte-identical): out of the config hash
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("canaries",)
+
     run: RunConfig = field(default_factory=RunConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
     decontam: DecontamConfig = field(default_factory=DecontamConfig)
+    canaries: CanaryConfig = field(default_factory=CanaryConfig)

@@ -104,6 +104,8 @@ class Granular:
         self.out_dir = src_dir
         self._t = time.perf_counter()
         self._near_window = 0.0
+        self.para: ParagraphDedup | None = None  # the paragraph step's filter, after rewrite()
+        self.line_buckets = 0  # the line step's bucket count, after rewrite()
 
     # ---- helpers
     def _keep_key(self, i: int) -> tuple:
@@ -248,6 +250,9 @@ class Granular:
                 n_para += k
         counter.finish()
         para = ParagraphDedup(n_para, dc.paragraphs.min_chars, dc.paragraphs.false_positive_rate, dc.paragraphs.exact)
+        # kept for the recall certificate (certificate.py), which asks them without adding to them
+        self.para = para if self.para_srcs else None
+        self.line_buckets = counter.n_buckets if self.line_srcs else 0
         self.t_count = time.perf_counter() - self._t
         return counter, para
 

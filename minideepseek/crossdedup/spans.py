@@ -77,6 +77,11 @@ class BloomFilter:
         np.bitwise_or.at(self.bits, byte.ravel(), bit.ravel())
         return seen
 
+    def contains(self, h: int) -> bool:
+        pos = self._positions([h])
+        byte, bit = pos >> np.uint64(3), (np.uint8(1) << (pos & np.uint64(7)).astype(np.uint8))
+        return bool(np.all(self.bits[byte] & bit))
+
     def expected_fp_rate(self, n_added: int) -> float:
         return (1.0 - math.exp(-self.k * n_added / self.m)) ** self.k
 
@@ -116,6 +121,15 @@ class ParagraphDedup:
             return text, []
         paras = text.split("\n")
         return "\n".join(p for j, p in enumerate(paras) if j not in drop), [paras[j] for j in sorted(drop)]
+
+    def was_seen(self, norm: str) -> bool:
+        """Whether a normalized paragraph was seen (a repeat of it would be removed); read only: the
+        recall certificate asks without adding, so no real document's paragraphs change."""
+        h = _h128(norm)
+        if self.exact:
+            return h in self.seen
+        assert self.bloom is not None
+        return self.bloom.contains(h)
 
     def stats(self) -> dict:
         out = {"paragraphs_queried": self.queried, "distinct_added": self.added,

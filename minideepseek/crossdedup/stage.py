@@ -37,6 +37,8 @@ from ..profile import profile_dataset, profile_markdown
 from ..progress import Laps, phases_line
 from ..records import DOC_FEATURES, base_id, is_copy, trace_component
 from ..stage import InputRef, Manifest, StageRun, require_upstream
+from .certificate import FILES as CERT_FILES
+from .certificate import Certifier
 from .config import DedupStageConfig
 from .decontam import ContaminationIndex
 from .granular import Granular
@@ -207,12 +209,12 @@ def _near(cfg: DedupStageConfig, d: _Docs, src_dir: Path, tmp: Path, executor: A
 
 
 def _decontaminate(cfg: DedupStageConfig, d: _Docs, src_dir: Path) -> tuple[list[Any], list[dict[str, Any]],
-                                                                               dict[str, Any]]:
-    """Phase 3: benchmark n-gram overlap of what is left; returns (hits, best hit per document, report)."""
+                                                                               dict[str, Any], Any]:
+    """Phase 3: benchmark n-gram overlap of what is left; returns (hits, best hit per document, report, index)."""
     hits_all: list[Any] = []
     best_hits: list[dict[str, Any]] = []  # per document hit: its best item, and how many items it hit
     if not cfg.decontam.enabled:
-        return hits_all, best_hits, {"enabled": False}
+        return hits_all, best_hits, {"enabled": False}, None
     index = ContaminationIndex(cfg.decontam)
     rows = iter_dataset_rows(src_dir, columns=["id", "source", "text"])
     for row in tqdm(rows, total=d.n, unit="docs", desc="decontam", mininterval=2):
@@ -230,7 +232,7 @@ def _decontaminate(cfg: DedupStageConfig, d: _Docs, src_dir: Path) -> tuple[list
                                 "items_hit": len(hits)}
     contamination = {"ngram": cfg.decontam.ngram, "action": cfg.decontam.action,
                      "benchmarks": {b: {"items": index.items[b], "ngrams": index.ngrams[b]} for b in index.items}}
-    return hits_all, best_hits, contamination
+    return hits_all, best_hits, contamination, index
 
 
 def _follow_copies(d: _Docs) -> None:
@@ -275,6 +277,11 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     laps.lap("read + exact")
     nd, near_info = _near(cfg, d, src_dir, tmp, executor) if dc.near else (None, {})
     laps.lap("near (signatures, candidates, verification)")
+    # canaries ask each step's index after the step, never join it: no real document's fate changes
+    cert = Certifier(cfg, src_dir, gran.recipe) if cfg.canaries.enabled else None
+    if cert is not None:
+        cert.documents(d, nd, src_dir)  # exact, url, near: before rewrite() replaces the hashes
+        laps.lap("canaries (exact, url, near)")
     gran.against(d.removed, d.hashes, nd)  # dedup.against: earlier runs' indexes
     laps.lap("against earlier runs")
     src_dir = gran.rewrite(d.removed, d.n_chars, d.n_tokens, d.hashes)  # survivors' texts cleaned; read from here on
@@ -282,8 +289,12 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
         log.info("%s: %s document(s) made identical by the cleaning steps removed (exact_after_cleaning)", STAGE,
                  f"{_exact_after_cleaning(d):,}")
     laps.lap("lines, paragraphs, substrings")
-    hits_all, best_hits, contamination = _decontaminate(cfg, d, src_dir)
+    hits_all, best_hits, contamination, cindex = _decontaminate(cfg, d, src_dir)
     laps.lap("decontamination")
+    if cert is not None:
+        cert.cleaned(gran, d.removed, src_dir)
+        cert.contamination(cindex, gran, d.removed, src_dir)
+        laps.lap("canaries (lines, paragraphs, substrings, decontamination)")
     _follow_copies(d)
     flagged = _write(d, src_dir, tmp, hits_all)
     laps.lap("write survivors")
@@ -294,6 +305,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     mix = post_dedup_mix(recipe, d.srcs, d.n_tokens, d.n_chars, kept_mask)
     report = build_dedup_report(cfg, d.ids, d.srcs, d.n_chars, d.removed, near_info, exact_groups, mix, nd,
                                 stage.elapsed(), d.components, d.index_of)
+    certified = cert.finish(tmp) if cert is not None else None  # certificate.{json,md}: volatile reports
     report["granular"] = gran.finish(tmp, d.removed, d.hashes, d.n_chars)
     laps.lap("report (sampled pairs, S-curve check)")
     gran.close()
@@ -317,8 +329,27 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     write_text_atomic(tmp / "contamination_report.md", contamination_markdown(contamination))
     counters = stage_counters(d.n, int(kept_mask.sum()), dict(Counter(r["reason"] for r in d.removed.values())),
                               len(hits_all))
-    return stage.commit(counters, extra={"upstream_config_hash": up["config_hash"], "dedup_params": report["params"]},
-                        volatile=("dedup_report.json", "dedup_report.md"))
+    extra = {"upstream_config_hash": up["config_hash"], "dedup_params": report["params"]}
+    if certified is not None:
+        extra["certificate"] = certified
+    # the certificate is volatile: out of the fingerprint, so stages 3-4 see the same mixed_dedup either way
+    return stage.commit(counters, extra=extra, volatile=("dedup_report.json", "dedup_report.md", *CERT_FILES))
+
+
+def strict_failure(cfg: Any, man: dict[str, Any]) -> str | None:
+    """A failed recall certificate stops the pipeline (exit 3) unless ``canaries.fail: warn``."""
+    cert = man.get("certificate")
+    if cfg.canaries.enabled and not cert:  # canaries are not in the config hash: an up-to-date stage was skipped
+        log.warning("canaries.enabled, but %s was built without canaries and is up to date: rerun stage 2 with "
+                    "--force to certify it", cfg.run.run_dir / ARTIFACT)
+    if not cfg.canaries.enabled or not cert or cert["passed"]:
+        return None
+    where = cfg.run.report_dir / "certificate.md"
+    if cfg.canaries.fail == "warn":
+        log.warning("canary certificate %s (canaries.fail=warn: continuing); see %s", cert["line"], where)
+        return None
+    return (f"canary certificate {cert['line']}; see {where}. Fix the step's config, or set canaries.fail=warn "
+            f"to continue")
 
 
 def summary_line(cfg: Any, man: dict[str, Any]) -> str:
@@ -329,4 +360,5 @@ def summary_line(cfg: Any, man: dict[str, Any]) -> str:
     parts = ", ".join(f"{k} -{v:,}" for k, v in sorted(removed.items(), key=lambda kv: (-kv[1], kv[0])))
     return (f"mixed_dedup: {c['docs_out']:,} of {c['docs_in']:,} docs kept ({sum(removed.values()):,} removed: "
             f"{parts or 'none'}; {c['contamination_hits']:,} benchmark hit(s)) in {cfg.run.run_dir / ARTIFACT}; "
-            f"report: {cfg.run.report_dir / 'dedup_report.md'}")
+            f"report: {cfg.run.report_dir / 'dedup_report.md'}"
+            + (f"; canary certificate {man['certificate']['line']}" if man.get("certificate") else ""))

@@ -98,6 +98,13 @@ def collect(report_dir: Path, data_dir: Path | None = None) -> dict[str, Any]:
     con = _load(report_dir / "contamination_report.json")
     if con:
         run["contamination_hits"] = con.get("hits", 0)
+    cert = _load(report_dir / "certificate.json")  # the recall certificate (canaries.enabled)
+    if cert and _certified(data_dir):
+        run["certificate"] = {"passed": cert["passed"], "line": cert["line"],
+                              "recall": {s: v["recall"] for s, v in cert["steps"].items() if v["recall"] is not None},
+                              "false_removals": sum(v["false_removals"] for v in cert["steps"].values())}
+        for step in ("near", "decontamination"):
+            run["certificate"][f"{step}_recall"] = cert["steps"][step]["recall"]
     st = _load(report_dir / "smoke_train.json")
     if st:
         run["smoke_train"] = {"loss_last": st["loss"]["last"], "val_last": st["val"]["last"],
@@ -105,6 +112,15 @@ def collect(report_dir: Path, data_dir: Path | None = None) -> dict[str, Any]:
     run["wall_s"] = _wall_times(report_dir, data_dir)
     run["reports_verified"] = verified  # reports checked against their artifacts' manifests (0: no artifacts)
     return run
+
+
+def _certified(data_dir: Path | None) -> bool:
+    """A published certificate belongs to the run unless its artifact says it was built without canaries
+    (a later run without them leaves the earlier certificate in the report folder)."""
+    if data_dir is None:
+        return True
+    man = read_manifest(Path(data_dir) / "mixed_dedup")
+    return man is None or "certificate" in man
 
 
 def _profile_entry(v: dict[str, Any]) -> dict[str, Any]:

@@ -115,6 +115,9 @@ def drift_flags(a: dict[str, Any], b: dict[str, Any], th: Thresholds) -> list[di
     ca, cb = a.get("contamination_hits"), b.get("contamination_hits")
     if ca is not None and cb is not None and cb > ca:
         flags.append(_flag("contamination", "benchmarks", ca, cb, f"contamination hits {ca} -> {cb}"))
+    ra, rb = a.get("certificate"), b.get("certificate")
+    if ra and rb and ra["passed"] and not rb["passed"]:  # a step that found its canaries no longer does
+        flags.append(_flag("certificate", "canaries", ra["line"], rb["line"], f"recall certificate {rb['line']}"))
     for stage in a.get("wall_s", {}):
         x, y = a["wall_s"].get(stage), b.get("wall_s", {}).get(stage)
         if x and y and max(x, y) / max(min(x, y), 1e-9) > th.wall_ratio and max(x, y) > 5:

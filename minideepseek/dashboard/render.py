@@ -116,6 +116,9 @@ _ROWS = (("documents (stage 1)", ("totals", "docs"), "{:,}"), ("DeepSeek tokens 
          ("tokenizer vocab", ("tokenizer", "vocab"), "{:,}"), ("packed blocks", ("packing", "blocks"), "{:,}"),
          ("packing efficiency", ("packing", "efficiency"), "{:.5f}"), ("pad tokens", ("packing", "pad_tokens"), "{:,}"),
          ("contamination hits", ("contamination_hits",), "{:,}"),
+         ("certificate: near-dup recall", ("certificate", "near_recall"), "{:.3f}"),
+         ("certificate: decontamination recall", ("certificate", "decontamination_recall"), "{:.3f}"),
+         ("certificate: false removals", ("certificate", "false_removals"), "{:,}"),
          ("smoke-train last loss", ("smoke_train", "loss_last"), "{:.3f}"),
          ("smoke-train last val loss", ("smoke_train", "val_last"), "{:.3f}"))
 
