@@ -83,6 +83,9 @@ class FileReport:
     records: int = 0  # valid records handed to the sampler
     blank_lines: int = 0
     rejects: Counter = field(default_factory=Counter)
+    # records read that are not documents by design (a WARC's request/metadata records, non-200 responses):
+    # counted by reason, not rejects (they are no damage and are not charged to the error budget)
+    skipped: Counter = field(default_factory=Counter)
     status: str = "ok"  # ok | truncated | corrupt | empty | unreadable | unsupported | skipped (never opened)
     problem: str = ""
     notes: list[str] = field(default_factory=list)
@@ -91,10 +94,13 @@ class FileReport:
         return {"file": self.file, "kind": self.kind, "compression": self.compression, "status": self.status,
                 "problem": self.problem, "lines": self.lines, "records": self.records,
                 "blank_lines": self.blank_lines, "rejects": dict(sorted(self.rejects.items())),
+                **({"skipped": dict(sorted(self.skipped.items()))} if self.skipped else {}),
                 **({"notes": self.notes} if self.notes else {})}
 
 
 class LocalSource:
+    SUPPORTED = _JSONL + (".parquet",) + _ARROW + _TEXT + _HTML  # file names format: auto reads
+
     def __init__(self, cfg: SourceConfig, seed: int, max_chars: int = 2_000_000) -> None:
         self.cfg = cfg
         self.name = cfg.name
@@ -110,7 +116,7 @@ class LocalSource:
         if not self.files:
             skipped = "; ".join(f"{e.rel}: {e.problem}" for e in self.entries)[:400]
             raise ConfigError(f"sources.{cfg.name}: no readable files under {display(root)} (glob {cfg.glob!r}); "
-                              f"supported: {_JSONL + ('.parquet',) + _ARROW + _TEXT + _HTML}, or set format:"
+                              f"supported: {self.SUPPORTED}, or set format:"
                               + (f"; skipped: {skipped}" if skipped else ""))
         self.spool_dir: Path | None = None  # where the spools go (the stage's tmp dir); None: a tempdir
         self._records: RecordSpool[RawDoc] | None = None
@@ -130,7 +136,7 @@ class LocalSource:
         follow_symlinks), special and virtual files are kept as skipped entries, never read."""
         follow = self.cfg.follow_symlinks
         if not root.is_dir():  # one file named by the config: it may be a link (the user's own), never special
-            kind = _kind(root, self.cfg.format)
+            kind = self._file_kind(root)
             if kind is None:
                 return []
             problem, ident = check(root, Path(os.path.realpath(root)), True)
@@ -140,12 +146,16 @@ class LocalSource:
         for p in sorted(root.glob(self.cfg.glob)):
             if p.is_dir():  # a directory (or a link to one: never descended into by the glob's **)
                 continue
-            kind = _kind(p, self.cfg.format)
+            kind = self._file_kind(p)
             if kind is None:
                 continue
             problem, ident = check(p, root_real, follow)
             out.append(Entry(p, self._rel(p), kind, problem, ident))
         return out
+
+    def _file_kind(self, path: Path) -> str | None:
+        """How a listed file is read (None: not a file this source reads)."""
+        return _kind(path, self.cfg.format)
 
     def input_ref(self) -> InputRef:
         h = hashlib.sha256()
