@@ -156,9 +156,9 @@ class WarcSource(LocalSource):
         super().__init__(cfg, seed, max_chars)
 
     def _file_kind(self, path: Path) -> str | None:
-        if self.cfg.format != "auto":
-            return self.cfg.format
-        return "warc" if path.name.lower().endswith(WARC_NAMES) else None
+        """Every file the glob finds when a format is set, else the WARC/WET names (which records of a
+        file are documents is the source's ``format``, not the file's name)."""
+        return "warc" if self.cfg.format != "auto" or path.name.lower().endswith(WARC_NAMES) else None
 
     def _read_file(self, path: Path, kind: str, rep: FileReport) -> Iterator[RawDoc | Reject]:
         rep.compression = compression = sniff_compression(path)
@@ -168,7 +168,7 @@ class WarcSource(LocalSource):
         if path.stat().st_size == 0:
             raise FileProblem("empty", "empty file (0 bytes): no WARC records")
         for rec in self._iter_records(path, compression, rep):
-            out = self._judge(rec, kind, rep)
+            out = self._judge(rec, self.cfg.format, rep)
             if out is not None:
                 yield out
 

@@ -68,7 +68,7 @@ class Page:
     ip: str = "192.0.2.1"  # TEST-NET-1 (RFC 5737): a documentation address, never a real host
 
 
-def triplet(page: Page, payload_type: str = "text/html") -> bytes:
+def triplet(page: Page, payload_type: str = "text/html") -> tuple[bytes, bytes, bytes]:
     """request, response and metadata records of one fetch, uncompressed, in Common Crawl's order."""
     req_id, resp_id = record_id(page.url, "request"), record_id(page.url, "response")
     common = [("WARC-Date", page.date), ("WARC-Target-URI", page.url), ("WARC-IP-Address", page.ip)]
@@ -83,7 +83,7 @@ def triplet(page: Page, payload_type: str = "text/html") -> bytes:
                        [("WARC-Record-ID", record_id(page.url, "metadata")), ("WARC-Date", page.date),
                         ("WARC-Target-URI", page.url), ("WARC-Concurrent-To", resp_id),
                         ("Content-Type", "application/warc-fields")])
-    return req + resp + meta
+    return req, resp, meta
 
 
 def warcinfo(filename: str, date: str = "2024-01-01T00:00:00Z") -> bytes:
