@@ -1,4 +1,4 @@
-"""CLI: ``.venv/bin/python -m minideepseek.demo_corpus [build|pin|warc] [--cache-dir D] [--tiers portable,debian] [--force]``.
+"""CLI: ``.venv/bin/python -m minideepseek.demo_corpus [build|pin|warc] [--cache-dir D] [--tiers T] [--force]``.
 
 ``build`` (default) builds (or finds cached) the demo corpus and prints a per-domain summary;
 ``--strict`` makes drift or an unpinned package an error. ``pin`` rewrites

@@ -129,6 +129,11 @@ def _ingest_files(cfg: MixSamplerConfig, sources: dict, takers: dict[str, Taker]
             "files": files, "records": len(records), "rejects": sum(reject_counts[name].values()),
             "lines": sum(f["lines"] for f in files), "blank_lines": sum(f["blank_lines"] for f in files),
             "file_problems": sum(f["status"] != "ok" for f in files)}
+        skipped: Counter = Counter()
+        for f in files:
+            skipped.update(f.get("skipped", {}))
+        if skipped:  # WARC records that are no documents by design (request, metadata, non-200, non-HTML)
+            out["sources"][name]["skipped"] = dict(sorted(skipped.items()))
         if not records:
             top = ", ".join(f"{r}={n:,}" for r, n in reject_counts[name].most_common(4)) or "none"
             problems = "; ".join(f"{f['file']}: {f['problem']}" for f in files if f["status"] != "ok")[:400]

@@ -263,9 +263,9 @@ class WarcSource(LocalSource):
 
     def _judge(self, rec: _Record | Reject, fmt: str, rep: FileReport) -> RawDoc | Reject | None:
         """A record -> a document, a reject, or None (counted in ``rep.skipped``)."""
+        rep.lines += 1  # WARC records: documents + rejects + skipped = lines
         if isinstance(rec, Reject):
             return rec
-        rep.lines += 1
         kind = rec.kind
         wanted = {"auto": ("response", "conversion"), "warc": ("response",), "wet": ("conversion",)}[fmt]
         if kind not in wanted:
