@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..records import RawDoc, Reject, validate_text
+from ..records import RawDoc, Reject, snippet, validate_text
 from .lines import FileProblem, decompressed_chunks, sniff_compression
 from .local import _LINE_SLACK, FileReport, LocalSource
 from .warc_http import HTML_TYPES, BodyError, binary_kind, dechunk, decode_content, mime_and_charset, split_http, to_text
@@ -132,6 +132,23 @@ def _find_header(path: Path, compression: str, start: int) -> int | None:
     return None
 
 
+def _after_block(path: Path, compression: str, rec: _Record, limit: int = 1 << 16) -> bytes | None:
+    """Up to ``limit`` bytes from where ``rec``'s block ends by its Content-Length (None: its header does not
+    end within 64 KiB, or the file ends before)."""
+    stream = _Decompressed(path, compression, rec.offset)
+    head = stream.read(1 << 16)
+    end = head.find(b"\r\n\r\n")
+    if end < 0 or rec.declared < 0:
+        return None
+    skip = end + 4 + rec.declared - len(head)
+    while skip > 0:
+        piece = stream.read(min(skip, 1 << 20))
+        if not piece:
+            return None
+        skip -= len(piece)
+    return (head[end + 4 + rec.declared:] if skip < 0 else b"") + stream.read(limit)
+
+
 @dataclass
 class _Record:
     """What is kept of one WARC record until the next one proves its length right."""
@@ -200,6 +217,9 @@ class WarcSource(LocalSource):
                 if inside is not None:
                     failed = "a record header inside its block"
             if failed is None or stream.problem is not None:  # the end of what is readable
+                if held is not None and held.declared < 0:  # FastWARC hands out a header cut mid-way as a record
+                    raise stream.problem or FileProblem("truncated", "the file ends inside a record's header "
+                                                        "(cut short)")
                 if held is not None and held.got < held.declared:
                     yield self._cut(rep, held, f"the file ends {held.got:,} of {held.declared:,} bytes into this "
                                     "record's block (file cut short)")
@@ -211,16 +231,30 @@ class WarcSource(LocalSource):
                 if start == 0 and held is None:
                     raise FileProblem("corrupt", "no WARC record in the file")
                 return
-            # a header did not parse where the held record says the next one starts: its length lied
-            # (or damage follows it); find the next record after it and go on from there
-            after = held.offset + 1 if held is not None else start + 1
+            # a header did not parse where the held record says the next one starts: either its length
+            # lied, or it was right and what follows is damaged (or cut inside the next header)
+            after = start + 1
+            if held is not None:
+                tail = _after_block(path, compression, held)
+                if tail is not None and tail.startswith(b"\r\n\r\n"):  # its length is right: it is kept
+                    yield held
+                    rest = tail[4:]
+                    if not rest.strip(b"\r\n\t \x00"):
+                        rep.notes.append(f"{len(rest):,} bytes of padding after the last record ignored")
+                        return
+                    if rest.startswith(b"WARC/") and b"\r\n\r\n" not in rest:
+                        raise FileProblem("truncated", "the file ends inside a record's header (cut short)")
+                    after = held.offset + 1
+                    held = None
+                else:
+                    after = held.offset + 1
             nxt = _find_header(path, compression, after)
             where = f"next record found at byte {nxt:,}" if nxt is not None else "no record after it"
             if held is not None:
                 yield Reject(self.name, _sid(held, rep)[0], held.headers.get("warc-target-uri", ""), "bad_length",
                              f"Content-Length {held.declared:,} of this {held.kind} record does not end where a "
                              f"record starts ({failed}); {where}", "", file=rep.file, offset=held.offset)
-            elif start == 0:
+            elif start == 0 and after == 1:
                 if nxt is None:
                     raise FileProblem("corrupt", f"not a WARC file: no WARC/1.x header ({failed})")
                 rep.notes.append(f"{nxt:,} bytes before the first WARC header skipped")
@@ -276,7 +310,7 @@ class WarcSource(LocalSource):
         url = h.get("warc-target-uri", "").strip()
 
         def reject(reason: str, detail: str, text: str | None = None, raw: bytes | None = None) -> Reject:
-            return self._reject(rep.file, sid, reason, detail, None, rec.offset, text=text, raw=raw)
+            return Reject(self.name, sid, url, reason, detail, snippet(text, raw), file=rep.file, offset=rec.offset)
 
         if h.get("warc-truncated"):
             rep.skipped["truncated_by_crawler"] += 1

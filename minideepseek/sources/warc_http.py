@@ -21,7 +21,7 @@ import zlib
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 _META = re.compile(rb"""<meta\s[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]{1,40})""", re.I)
 _SUPERSET = {"gbk": "gb18030", "gb2312": "gb18030", "shift_jis": "cp932", "euc_kr": "cp949", "big5": "big5hkscs",
-             "iso-8859-1": "cp1252", "latin-1": "cp1252"}
+             "iso8859-1": "cp1252", "latin-1": "cp1252", "ascii": "cp1252"}
 _BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 # File signatures of bodies that are no HTML whatever their Content-Type says.
 _MAGIC = ((b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
@@ -155,11 +155,14 @@ def codec_for(label: str) -> str | None:
 
     label = label.strip().lower()
     try:
-        codecs.lookup(label)
+        python_name: str | None = codecs.lookup(label).name
     except LookupError:
-        if label not in ("x-sjis", "x-gbk", "unicode-1-1-utf-8"):
-            return None
-    name = map_encoding_to_html5(label)
+        python_name = None
+    name = map_encoding_to_html5(label)  # WHATWG's table; unknown labels come back as utf-8
+    if name == "utf-8" and python_name != "utf-8":
+        if python_name is None:
+            return None  # neither WHATWG nor Python knows it
+        name = python_name  # a label WHATWG lacks but Python knows (cp949, uchardet's names)
     return _SUPERSET.get(name, name)
 
 
@@ -185,7 +188,7 @@ def to_text(body: bytes, header_charset: str = "") -> tuple[str, str, str]:
     if not body.isascii():  # pure ASCII decodes the same in every candidate: skip detection
         from resiliparse.parse.encoding import detect_encoding
 
-        guess = _SUPERSET.get(detect_encoding(body), detect_encoding(body))
+        guess = codec_for(detect_encoding(body, html5_compatible=False) or "") or "utf-8"
         if guess not in tried:
             tried.append(guess)
             try:
