@@ -82,11 +82,11 @@ def _encode(html: str, lang: str, i: int) -> tuple[bytes, str]:
     return html.encode("utf-8"), "text/html; charset=utf-8"
 
 
-def _response(body: bytes, ctype: str, i: int) -> bytes:
+def _response(body: bytes, ctype: str, i: int, br: bool = True) -> bytes:
     headers = [("Date", HTTP_DATE), ("Server", "Apache/2.4.57 (Debian)"),
                ("Last-Modified", "Tue, 02 Jan 2024 08:00:00 GMT"), ("ETag", f'"{len(body):x}-{i:x}"'),
                ("Accept-Ranges", "bytes"), ("Vary", "Accept-Encoding"), ("Content-Type", ctype)]
-    if i % 4 == 0:
+    if i % 4 == 0 and br:
         import brotli
 
         body = brotli.compress(body, quality=5)
@@ -127,8 +127,9 @@ def _wet_text(html: str) -> str:
 
 
 def build_demo_warc(corpus: Any, out: Path, per_component: int = 24, wet_per_component: int = 4,
-                    files_per_lang: int = 2) -> dict[str, int]:
-    """Write the WARC/WET copy of ``corpus`` (a ``DemoCorpus``) into ``out``; returns counts by kind."""
+                    files_per_lang: int = 2, br: bool = True) -> dict[str, int]:
+    """Write the WARC/WET copy of ``corpus`` (a ``DemoCorpus``) into ``out``; returns counts by kind.
+    ``br=False`` sends no brotli bodies (for readers that cannot decode them: bench/bench_warc.py)."""
     pages: dict[str, list[dict[str, Any]]] = {lang: [] for lang in COMPONENTS}
     wet: dict[str, list[dict[str, Any]]] = {lang: [] for lang in COMPONENTS}
     by_comp: dict[str, list[dict[str, Any]]] = {}
@@ -158,7 +159,7 @@ def build_demo_warc(corpus: Any, out: Path, per_component: int = 24, wet_per_com
                         members += [gzip_member(x) for x in (triplet(_redirect(url)))]
                         counts["redirects"] += 1
                     body, ctype = _encode(r["raw"], lang, k)
-                    members += [gzip_member(x) for x in (triplet(Page(url, _response(body, ctype, k), DATE)))]
+                    members += [gzip_member(x) for x in (triplet(Page(url, _response(body, ctype, k, br), DATE)))]
                     counts["pages"] += 1
                     if k % 10 == 7:
                         members.append(gzip_member(_revisit(url)))
