@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import ConfigError
 from ..records import RawDoc, Reject, snippet, validate_text
 from .lines import FileProblem, decompressed_chunks, sniff_compression
 from .local import _LINE_SLACK, FileReport, LocalSource
@@ -66,8 +67,9 @@ class _Decompressed:
     def __init__(self, path: Path, compression: str, start: int) -> None:
         self._chunks = decompressed_chunks(path, compression)
         self._buf = b""
+        self._off = 0  # bytes of _buf already read
         self.problem: FileProblem | None = None
-        self.pos = 0  # decompressed bytes consumed before self._buf
+        self.pos = 0  # decompressed bytes handed out, from the start of the file (skipped ones included)
         self.start = start
         skip = start
         while skip > 0:
@@ -96,12 +98,17 @@ class _Decompressed:
             return None
 
     def read(self, n: int = -1) -> bytes:
-        while n < 0 or len(self._buf) < n:
+        # an offset into the current chunk, not a re-sliced buffer: FastWARC reads 64 KiB at a time from
+        # 1 MiB chunks, and slicing off the rest on every read would copy each chunk ~8 times
+        while n < 0 or len(self._buf) - self._off < n:
             chunk = self._next()
             if chunk is None:
                 break
-            self._buf += chunk
-        out, self._buf = (self._buf, b"") if n < 0 else (self._buf[:n], self._buf[n:])
+            self._buf = self._buf[self._off:] + chunk
+            self._off = 0
+        end = len(self._buf) if n < 0 else min(len(self._buf), self._off + n)
+        out = self._buf[self._off:end]
+        self._off = end
         self.pos += len(out)
         return out
 
@@ -170,6 +177,10 @@ class WarcSource(LocalSource):
 
     def __init__(self, cfg: Any, seed: int, max_chars: int = 2_000_000) -> None:
         self.body_limit = 4 * max_chars + _LINE_SLACK  # the text-file limit of the local reader
+        if not Path(cfg.path).expanduser().exists():
+            raise ConfigError(f"sources.{cfg.name}.path={cfg.path!r} does not exist; point it at a WARC/WET file or a "
+                              "folder of them (the demo's copy: .venv/bin/python -m minideepseek.demo_corpus warc "
+                              "--out data/demo_warc)")
         super().__init__(cfg, seed, max_chars)
 
     def _file_kind(self, path: Path) -> str | None:
