@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import sysconfig
 import zlib
@@ -413,3 +414,33 @@ def test_ray_stage1_equals_local(tmp_path, small_warcs):
     finally:
         ray_shutdown()
     assert _data_files(tmp_path / "a" / "data" / "w") == _data_files(tmp_path / "b" / "data" / "w")
+
+
+def test_damaged_bytes_anywhere_never_stop_reading(tmp_path):
+    """Seeded mutations of a small WARC (bytes flipped, cut, duplicated, zeroed) in plain and gzip form: every
+    one loads, and every record is a document, a reject or a skip (or the file reports its problem)."""
+    import random
+
+    rng = random.Random(30)
+    recs = [warcinfo("f"), *_pages(4)]
+    forms = (b"".join(recs), b"".join(gzip_member(r) for r in recs))  # plain, and one gzip member per record
+    for n in range(int(os.environ.get("WARC_FUZZ", 160))):
+        gz = n % 2 == 1
+        data = bytearray(forms[gz])
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(data))
+            op = rng.choice(("flip", "cut", "dup", "zero"))
+            if op == "flip":
+                data[i] = rng.randrange(256)
+            elif op == "cut":
+                del data[i:i + rng.randint(1, 400)]
+            elif op == "dup":
+                data[i:i] = data[i:i + rng.randint(1, 400)]
+            else:
+                data[i:i + 50] = bytes(len(data[i:i + 50]))
+        path = tmp_path / f"m{n}.warc{'.gz' if gz else ''}"
+        path.write_bytes(bytes(data))
+        docs, src = _load(path)
+        (rep,) = src.file_reports
+        assert rep.lines == rep.records + sum(rep.rejects.values()) + sum(rep.skipped.values())
+        assert rep.records == len(docs) <= 4

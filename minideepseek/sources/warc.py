@@ -218,7 +218,9 @@ class WarcSource(LocalSource):
                     if held is not None:
                         yield held
                     held = cur
-            except OSError as exc:  # FastWARC: an invalid header where the next record should start
+            except BaseException as exc:  # noqa: BLE001 - FastWARC's parse errors, whatever their type
+                if not _parse_error(exc):
+                    raise
                 failed = str(exc) or type(exc).__name__
             cut = held is not None and held.got < held.declared
             if cut and failed is None and held is not None:
@@ -370,6 +372,13 @@ class WarcSource(LocalSource):
             return reject(bad[0], bad[1], text=text[:200])
         return RawDoc(source_id=sid, text=text, fmt=fmt_out, url=url, license=self.cfg.license, lang=self.cfg.lang,
                       file=rep.file, offset=rec.offset, checked=True, own_id=own)
+
+
+def _parse_error(exc: BaseException) -> bool:
+    """An exception FastWARC raised over the bytes it read (OSError for an invalid header; a Rust panic
+    surfaces as ``pyo3_runtime.PanicException``, a BaseException): the file's damage, not the run's end.
+    KeyboardInterrupt, SystemExit and GeneratorExit are never that."""
+    return isinstance(exc, (OSError, ValueError, RuntimeError)) or type(exc).__name__ == "PanicException"
 
 
 def _sid(rec: _Record, rep: FileReport) -> tuple[str, bool]:
