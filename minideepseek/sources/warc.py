@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ from .warc_http import HTML_TYPES, BodyError, binary_kind, dechunk, decode_conte
 
 log = logging.getLogger(__name__)
 
-WARC_NAMES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet", ".warc.wet.gz", ".arc.gz")
+WARC_NAMES = (".warc", ".warc.gz", ".warc.zst", ".wet", ".wet.gz", ".warc.wet", ".warc.wet.gz")
 _HEAD = 1 << 16  # bytes of an over-long response read to see its HTTP headers (is it HTML at all?)
 MAX_RESYNCS = 1000  # a file damaged in more places than this is reported corrupt from there on
 _WARC_LINE = (b"WARC/1.0\r\n", b"WARC/1.1\r\n", b"WARC/0.18\r\n", b"WARC/1.0\n", b"WARC/1.1\n")
@@ -167,7 +167,6 @@ class _Record:
     block: bytes | None = None  # read for response/conversion records within the limit
     got: int = 0  # block bytes actually present
     over_limit: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class WarcSource(LocalSource):
@@ -189,12 +188,12 @@ class WarcSource(LocalSource):
         return "warc" if self.cfg.format != "auto" or path.name.lower().endswith(WARC_NAMES) else None
 
     def _read_file(self, path: Path, kind: str, rep: FileReport) -> Iterator[RawDoc | Reject]:
+        if path.stat().st_size == 0:
+            raise FileProblem("empty", "empty file (0 bytes): no WARC records")
         rep.compression = compression = sniff_compression(path)
         named = "gzip" if path.name.lower().endswith(".gz") else "zstd" if path.name.lower().endswith(".zst") else "none"
         if named != compression:
             rep.notes.append(f"name says {named} but the content is {compression}; read as {compression}")
-        if path.stat().st_size == 0:
-            raise FileProblem("empty", "empty file (0 bytes): no WARC records")
         for rec in self._iter_records(path, compression, rep):
             out = self._judge(rec, self.cfg.format, rep)
             if out is not None:
