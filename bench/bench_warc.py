@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import re
@@ -77,6 +78,7 @@ def datatrove_worker(warc_dir: str, repeat: int, capture: bool) -> dict:
         for s in filters:
             data = s(data, rank=0, world_size=1)
         kept = sum(1 for _ in data)
+        multiprocessing.active_children()  # reap the extractor's sandbox processes: their CPU counts only then
         wall, cpu = time.perf_counter() - t0, _cpu() - c0
         st = steps[0].stats.to_dict()["stats"]
         ex = steps[1].stats.to_dict()["stats"]
