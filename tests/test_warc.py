@@ -143,6 +143,8 @@ def test_content_and_transfer_encodings_are_decoded(tmp_path):
         "chunked": (chunked(raw, 100), [("Transfer-Encoding", "chunked")]),
         "chunked+gzip": (chunked(gzip.compress(raw), 64), [("Content-Encoding", "gzip"),
                                                            ("Transfer-Encoding", "chunked")]),
+        # a crawler that stored the decoded payload but kept the headers: read as it is
+        "stored-decoded": (raw, [("Content-Encoding", "gzip"), ("Transfer-Encoding", "chunked")]),
     }
     recs = [r for i, (body, hdrs) in enumerate(variants.values()) for r in triplet(
         Page(f"https://example.org/{i}", http_response(body, "200 OK", [("Content-Type", "text/html"), *hdrs])))]
@@ -160,7 +162,7 @@ def test_corrupt_bodies_are_counted_rejects(tmp_path):
     raw = _html(2).encode()
     bad = {
         "bad_content_encoding": (gzip.compress(raw)[:40] + b"garbage" * 10, [("Content-Encoding", "gzip")]),
-        "bad_chunked": (raw, [("Transfer-Encoding", "chunked")]),
+        "bad_chunked": (b"Hello " + raw, [("Transfer-Encoding", "chunked")]),
         "binary": (b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, []),  # an image declared text/html
     }
     recs = [r for i, (body, hdrs) in enumerate(bad.values()) for r in triplet(

@@ -355,9 +355,9 @@ class WarcSource(LocalSource):
                 return reject("too_long", f"response of {rec.declared:,} bytes > {self.body_limit:,} (4 x max_chars"
                               f"={self.max_chars:,} + 1 MiB); not read")
             try:
-                if "chunked" in http.get("transfer-encoding", "").lower():
+                if "chunked" in http.get("transfer-encoding", "").lower() and not _is_markup(body):
                     body = dechunk(body, self.body_limit)
-                if http.get("content-encoding"):
+                if http.get("content-encoding") and not _is_markup(body):
                     body = decode_content(body, http["content-encoding"], self.body_limit)
             except BodyError as exc:
                 return reject(exc.reason, str(exc), raw=body[:200])
@@ -371,6 +371,13 @@ class WarcSource(LocalSource):
             return reject(bad[0], bad[1], text=text[:200])
         return RawDoc(source_id=sid, text=text, fmt=fmt_out, url=url, license=self.cfg.license, lang=self.cfg.lang,
                       file=rep.file, offset=rec.offset, checked=True, own_id=own)
+
+
+def _is_markup(body: bytes) -> bool:
+    """A body that already reads as HTML (``<`` after optional whitespace or a UTF-8 BOM): a crawler that stored
+    the decoded payload but kept the ``Content-Encoding``/``Transfer-Encoding`` header. No gzip, brotli or
+    chunk-size line starts with ``<``, so decoding it would only fail."""
+    return body.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"<"
 
 
 def _parse_error(exc: BaseException) -> bool:
