@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
 
     result: dict = {
         "command": "bench/bench_warc.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "git_commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                     text=True).stdout.strip(),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "input": {"dir": str(warc_dir.relative_to(ROOT)) if warc_dir.is_relative_to(ROOT) else str(warc_dir),
                   "files": len(files), "warc_mb": round(warc_mb, 3)},

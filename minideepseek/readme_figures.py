@@ -388,7 +388,8 @@ def warc_bench(r: Reports) -> str:
                      f"the {lx['ours']['pages']} pages with math in their HTML, ours keeps LaTeX on "
                      f"{lx['ours']['pages_with_latex']} ({lx['ours']['latex_tokens']:,} LaTeX tokens), datatrove on "
                      f"{lx['datatrove']['pages_with_latex']} ({lx['datatrove']['latex_tokens']:,}).")
-    lines += ["", f"Command: `{b['command']}` ({b['machine']['cpus']} CPUs, Python {b['machine']['python']})."]
+    lines += ["", f"Command: `{b['command']}` ({b['machine']['cpus']} CPUs, Python {b['machine']['python']}, "
+              f"commit {b.get('git_commit') or '?'}; CPU-seconds, not wall: the machine was shared)."]
     return "\n".join(lines) + "\n"
 
 

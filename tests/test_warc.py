@@ -446,3 +446,20 @@ def test_damaged_bytes_anywhere_never_stop_reading(tmp_path):
         (rep,) = src.file_reports
         assert rep.lines == rep.records + sum(rep.rejects.values()) + sum(rep.skipped.values())
         assert rep.records == len(docs) <= 4
+
+
+def test_http_heads_as_servers_send_them(tmp_path):
+    from minideepseek.sources.warc_http import mime_and_charset, split_http
+
+    status, headers, body = split_http(b"HTTP/2 200\nContent-Type: Text/HTML; Charset=\"Shift_JIS\"\n\n<p>x</p>")
+    assert status == 200 and body == b"<p>x</p>"  # HTTP/2 status line, bare LF line ends
+    assert mime_and_charset(headers["content-type"]) == ("text/html", "Shift_JIS")
+    assert split_http(b"HTTP/1.1 200 OK\r\nContent-Type: text/html")[0] is None  # no end of the headers
+    # format set: every file the glob finds is read, whatever its name
+    d = tmp_path / "d"
+    d.mkdir()
+    _write(d / "segment-00001.dat", [warcinfo("s"), *_pages(2)])
+    docs, src = _load(d, fmt="warc")
+    assert len(docs) == 2 and src.file_reports[0].compression == "gzip"
+    with pytest.raises(Exception, match="no readable files"):
+        _load(d)  # format auto: only WARC/WET names
