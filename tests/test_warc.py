@@ -354,6 +354,7 @@ def small_warcs(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.mark.stage
 def test_stage1_exact_quota_and_byte_identical_rerun(tmp_path, small_warcs):
     a, b = _stage_config(tmp_path, small_warcs, "a", target_docs=17), _stage_config(tmp_path, small_warcs, "b",
                                                                                       target_docs=17)
