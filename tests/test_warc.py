@@ -210,6 +210,8 @@ def test_latin1_pages(declared):
 
 
 def test_bom_wins_and_unknown_labels_fall_through():
+    page = '<html><head><meta charset="utf-16"></head><body>café</body></html>'
+    assert to_text(page.encode())[:2] == (page, "utf-8")  # a meta tag read as ASCII: UTF-16 means UTF-8
     body = "\ufeff<p>naïve café</p>".encode("utf-16-le")
     assert to_text(body, "iso-8859-1")[0] == "<p>naïve café</p>"
     assert to_text("<p>naïve café</p>".encode(), "no-such-charset")[:2] == ("<p>naïve café</p>", "utf-8")

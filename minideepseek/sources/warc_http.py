@@ -179,6 +179,8 @@ def to_text(body: bytes, header_charset: str = "") -> tuple[str, str, str]:
     tried: list[str] = []
     for label, how in ((header_charset, "http"), (meta_charset(body), "meta")):
         codec = codec_for(label) if label else None
+        if how == "meta" and codec and codec.startswith("utf-16"):
+            codec = "utf-8"  # a meta tag readable as ASCII cannot be UTF-16: browsers read it as UTF-8 (WHATWG)
         if codec and codec not in tried:
             tried.append(codec)
             try:
