@@ -195,41 +195,44 @@ class LocalSource:
         self.rejects = ()
 
     def _ingest(self, recs: RecordSpool[RawDoc], rejects: RecordSpool[Reject]) -> None:
-        root_real = Path(os.path.realpath(self.root if self.root.is_dir() else self.root.parent))
-        follow = self.cfg.follow_symlinks or not self.root.is_dir()
         for entry in self.entries:
-            path, kind = entry.path, entry.kind
-            rep = FileReport(entry.rel, kind)
-            problem = entry.problem or recheck(entry, root_real, follow)
-            if problem:  # never opened: reported as this file's problem, the source's other files go on
-                rep.status, rep.problem = "skipped", problem
-                log.warning("source %s: %s: skipped: %s", self.name, printable(rep.file), printable(problem))
-                self.file_reports.append(rep)
-                continue
-            try:
-                for item in self._read_file(path, kind, rep):
-                    if isinstance(item, Reject):
-                        rejects.append(item)
-                        rep.rejects[item.reason] += 1
-                    else:
-                        recs.append(item)
-                        rep.records += 1
-            except FileProblem as exc:
-                rep.status, rep.problem = exc.status, exc.message
-            except OSError as exc:  # permission denied, EIO: this file's problem, reported
-                rep.status, rep.problem = "unreadable", f"cannot read ({exc.strerror or exc})"
-            if rep.status == "ok" and rep.lines == 0:
-                rep.status, rep.problem = "empty", "empty input (no records)"
-            if rep.status != "ok":
-                log.warning("source %s: %s: %s", self.name, printable(rep.file), printable(rep.problem))
-            for note in rep.notes:
-                log.warning("source %s: %s: %s", self.name, printable(rep.file), printable(note))
-            self.file_reports.append(rep)
+            self.file_reports.append(self._ingest_entry(entry, recs, rejects))
         self._check_text_field()
         bad = sum(sum(r.rejects.values()) for r in self.file_reports)
         log.info("source %s: %s records from %s files (%s rejected at ingestion, %s file problem(s))", self.name,
                  f"{len(recs):,}", len(self.files), f"{bad:,}",
                  sum(r.status != "ok" for r in self.file_reports))
+
+    def _ingest_entry(self, entry: Entry, recs: RecordSpool[RawDoc], rejects: RecordSpool[Reject]) -> FileReport:
+        """Read one listed file into the spools; its report (a file that cannot be read is its problem)."""
+        root_real = Path(os.path.realpath(self.root if self.root.is_dir() else self.root.parent))
+        follow = self.cfg.follow_symlinks or not self.root.is_dir()
+        path, kind = entry.path, entry.kind
+        rep = FileReport(entry.rel, kind)
+        problem = entry.problem or recheck(entry, root_real, follow)
+        if problem:  # never opened: reported as this file's problem, the source's other files go on
+            rep.status, rep.problem = "skipped", problem
+            log.warning("source %s: %s: skipped: %s", self.name, printable(rep.file), printable(problem))
+            return rep
+        try:
+            for item in self._read_file(path, kind, rep):
+                if isinstance(item, Reject):
+                    rejects.append(item)
+                    rep.rejects[item.reason] += 1
+                else:
+                    recs.append(item)
+                    rep.records += 1
+        except FileProblem as exc:
+            rep.status, rep.problem = exc.status, exc.message
+        except OSError as exc:  # permission denied, EIO: this file's problem, reported
+            rep.status, rep.problem = "unreadable", f"cannot read ({exc.strerror or exc})"
+        if rep.status == "ok" and rep.lines == 0:
+            rep.status, rep.problem = "empty", "empty input (no records)"
+        if rep.status != "ok":
+            log.warning("source %s: %s: %s", self.name, printable(rep.file), printable(rep.problem))
+        for note in rep.notes:
+            log.warning("source %s: %s: %s", self.name, printable(rep.file), printable(note))
+        return rep
 
     def _check_text_field(self) -> None:
         if self._objects and not self._with_field:
