@@ -356,10 +356,23 @@ def small_warcs(tmp_path_factory) -> Path:
     return d
 
 
+def test_reading_stops_when_the_sampler_has_enough(small_warcs):
+    src = _source(small_warcs)
+    it = src.iter_raw(1)
+    first = [next(it) for _ in range(5)]
+    assert len(src.file_reports) == 1 and all(d.file == src.file_reports[0].file for d in first)  # one file read
+    rest = list(it)
+    assert len(src.file_reports) == 3 and sum(r.text is not None for r in first + rest) == 49
+    assert [r.error.split(":")[0] for r in first + rest if r.error] == ["truncated_record"]  # its reject, once
+    docs = [d.source_id for d in first + rest if d.error is None]
+    assert [d.source_id for d in src.iter_raw(1)] == docs  # seeded: the same order again (no rejects twice)
+    assert sum(r.error is not None for r in src.iter_raw(2)) == 0  # a file's rejects are counted on its first read
+    src.close()
+
+
 @pytest.mark.stage
 def test_stage1_exact_quota_and_byte_identical_rerun(tmp_path, small_warcs):
-    a, b = _stage_config(tmp_path, small_warcs, "a", target_docs=17), _stage_config(tmp_path, small_warcs, "b",
-                                                                                      target_docs=17)
+    a, b = (_stage_config(tmp_path, small_warcs, n, target_docs=17, batch_size=8) for n in "ab")
     assert mix_sampler.main(["--config", str(a)]) == 0
     assert mix_sampler.main(["--config", str(b)]) == 0
     fa, fb = _data_files(tmp_path / "a" / "data" / "w"), _data_files(tmp_path / "b" / "data" / "w")
@@ -368,13 +381,21 @@ def test_stage1_exact_quota_and_byte_identical_rerun(tmp_path, small_warcs):
     (src,) = mix["sources"]
     assert src["docs"] == 17 and src["type"] == "warc"
     ing = mix["ingestion"]["sources"]["cc"]
-    assert ing["records"] == 49 and ing["file_problems"] == 1 and ing["skipped"]["request"] == 50
-    man = json.loads((tmp_path / "a" / "data" / "w" / "mixed_raw" / "manifest.json").read_text())
+    assert ing["files_listed"] == 3 and ing["files_read"] < 3  # reading stopped when the quota was full
+    # a quota that needs every file: every record and every problem is counted
+    c = _stage_config(tmp_path, small_warcs, "c", target_docs=45, batch_size=8)
+    assert mix_sampler.main(["--config", str(c)]) == 0
+    mix = json.loads((tmp_path / "c" / "rep" / "w" / "source_mix.json").read_text())
+    assert mix["sources"][0]["docs"] == 45
+    ing = mix["ingestion"]["sources"]["cc"]
+    assert ing["files_read"] == 3 and ing["records"] == 49 and ing["file_problems"] == 1
+    assert ing["skipped"]["request"] == 50
+    man = json.loads((tmp_path / "c" / "data" / "w" / "mixed_raw" / "manifest.json").read_text())
     (problem,) = man["counters"]["file_problems"]
     assert problem["file"] == "c.warc.gz" and problem["status"] == "truncated"
-    rejects = [json.loads(x) for x in (tmp_path / "a" / "data" / "w" / "mixed_raw" / "rejects.jsonl").open()]
+    rejects = [json.loads(x) for x in (tmp_path / "c" / "data" / "w" / "mixed_raw" / "rejects.jsonl").open()]
     assert [(r["reason"], r["file"]) for r in rejects if r["kind"] == "invalid"] == [("truncated_record", "c.warc.gz")]
-    md = (tmp_path / "a" / "rep" / "w" / "source_mix.md").read_text()
+    md = (tmp_path / "c" / "rep" / "w" / "source_mix.md").read_text()
     assert "WARC records that are not documents" in md and "request 50" in md
 
 

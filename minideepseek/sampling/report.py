@@ -173,7 +173,8 @@ def _ingestion_markdown(ing: dict[str, Any]) -> list[str]:
              "| source | files | lines | records kept | rejected | blank lines | file problems |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, v in ing["sources"].items():
-        lines.append(f"| {name} | {len(v['files']):,} | {v['lines']:,} | {v['records']:,} | {v['rejects']:,} | "
+        files = f"{len(v['files']):,}" + (f" of {v['files_listed']:,}" if v.get("files_listed", 0) > len(v["files"]) else "")
+        lines.append(f"| {name} | {files} | {v['lines']:,} | {v['records']:,} | {v['rejects']:,} | "
                      f"{v['blank_lines']:,} | {v['file_problems']:,} |")
     warc = {n: v["skipped"] for n, v in ing["sources"].items() if v.get("skipped")}
     if warc:

@@ -34,8 +34,12 @@ never the stage's end:
 * a 0-byte file is ``empty``; a file with no WARC header at all is ``corrupt``; a plain WARC named
   ``.gz`` (or the reverse) is read by its content with a note.
 
-Like ``local``, every file is read once up front (counts cover the whole source; the sample is an exact
-seeded permutation) and the documents' text is spooled to disk (``spool.RecordSpool``).
+Reading stops when the recipe is full: stage 1 reads the files as sampling needs them, in a seeded file
+order per epoch, and within a file takes its documents in a seeded order (``iter_raw``). Each file is read
+whole into a spool on disk (``spool.RecordSpool``: disk about one file's HTML, memory 8 bytes a record),
+then dropped. A crawl segment's files are themselves random slices of the crawl, so a seeded file order
+samples it fairly. Reports cover the files that were read: ``files_read`` of ``files_listed`` in
+``source_mix.json``. ``load()`` reads every file up front, as ``local`` does (tests, the bench).
 """
 
 from __future__ import annotations
@@ -48,8 +52,10 @@ from typing import Any
 
 from ..config import ConfigError
 from ..records import RawDoc, Reject, snippet, validate_text
+from ..rng import permuted
 from .lines import FileProblem, decompressed_chunks, sniff_compression
 from .local import _LINE_SLACK, FileReport, LocalSource
+from .spool import RecordSpool
 from .warc_http import HTML_TYPES, BodyError, binary_kind, dechunk, decode_content, mime_and_charset, split_http, to_text
 
 log = logging.getLogger(__name__)
@@ -173,6 +179,7 @@ class WarcSource(LocalSource):
     """A file or directory of WARC/WET files; see the module docstring for the policy."""
 
     SUPPORTED = WARC_NAMES
+    reads_up_front = False  # stage 1 does not call load(): iter_raw reads the files as the sampler needs them
 
     def __init__(self, cfg: Any, seed: int, max_chars: int = 2_000_000) -> None:
         self.body_limit = 4 * max_chars + _LINE_SLACK  # the text-file limit of the local reader
@@ -181,6 +188,34 @@ class WarcSource(LocalSource):
                               "folder of them (the demo's copy: .venv/bin/python -m minideepseek.demo_corpus warc "
                               "--out data/demo_warc)")
         super().__init__(cfg, seed, max_chars)
+
+    def _reset_ingestion(self) -> None:
+        super()._reset_ingestion()
+        self._read: set[str] = set()  # files iter_raw has read (their reports are in file_reports)
+
+    def iter_raw(self, epoch: int) -> Iterator[RawDoc]:
+        """One epoch: files in a seeded order, each read when the sampler gets to it; a file's damaged
+        records first (as error records: the stage counts them and writes them to rejects.jsonl, on the
+        first read of the file only), then its documents in a seeded order."""
+        for i in permuted(len(self.entries), self.seed, self.name, epoch):
+            entry = self.entries[int(i)]
+            recs: RecordSpool[RawDoc] = RecordSpool(self.spool_dir, f"warc-{self.name}")
+            rejects: RecordSpool[Reject] = RecordSpool(self.spool_dir, f"warc-{self.name}-rejects")
+            try:
+                rep = self._ingest_entry(entry, recs, rejects)
+                recs.seal()
+                rejects.seal()
+                first = entry.rel not in self._read
+                if first:
+                    self._read.add(entry.rel)
+                    self.file_reports.append(rep)
+                    for rej in rejects:
+                        yield RawDoc(source_id=rej.source_id, text=None, url=rej.url, error=f"{rej.reason}: {rej.detail}",
+                                     file=rej.file, offset=rej.offset)
+                yield from recs.iter_order(permuted(len(recs), self.seed, f"{self.name}/{entry.rel}", epoch))
+            finally:
+                recs.close()
+                rejects.close()
 
     def _file_kind(self, path: Path) -> str | None:
         """Every file the glob finds when a format is set, else the WARC/WET names (which records of a
