@@ -108,7 +108,9 @@ def run_facts(report_dir: Path, data_dir: Path | None) -> dict[str, Any]:
     dedup_chars = chars_sampled * dedup_keep
     # stage 3 reads at most tokenizer.max_train_chars (0 = no ceiling): its sample stops growing there
     cap_chars = float(((man["tokenizer"].get("config") or {}).get("tokenizer") or {}).get("max_train_chars") or 0)
+    warc = [s["source"] for s in mix.get("sources", []) if s.get("type") == "warc"]
     return {
+        **({"warc_sources": warc} if warc else {}),  # stage 1 read WARC records (decoded HTML), not extracted text
         "stages": stages, "ds_tokens_sampled": ds_tokens, "docs_sampled": dedup.get("docs_in"),
         "docs_evaluated": ft.get("evaluated"), "filter_keep": filter_keep, "dedup_keep": dedup_keep,
         "ours_tokens": float(pack.get("tokens_produced") or man["packed"]["counters"]["tokens_produced"]),
@@ -265,7 +267,8 @@ def markdown(b: dict[str, Any], run: str) -> str:
                      f"(all of stage 2 counted) |")
     if "stage1_docs_per_core_s" in pc:
         lines.append(f"| extraction per core | {SEED['extract_pages_per_core_s']:g} pages/s | "
-                     f"{pc['stage1_docs_per_core_s']:,.1f} docs/s (all of stage 1: read, extract, filter, count) |")
+                     f"{pc['stage1_docs_per_core_s']:,.1f} docs/s (all of stage 1: read"
+                     f"{', WARC records decoded' if b['facts'].get('warc_sources') else ''}, extract, filter, count) |")
     big = b["rows"][-1]
     lines += ["", f"At {_t(big['target_tokens'])}: the seed's tokenize constant gives "
               f"{big['target_tokens'] / SEED['tokenize_tokens_per_core_s'] / 3600:,.0f} core-hours; ours "

@@ -49,6 +49,11 @@ REJECT_REASONS = (
     "truncated_record",      # the last, partial line of a cut-off compressed stream
     "too_long",              # longer than sampler.max_chars (or a line too long to hold such a text)
     "bad_record",            # any other exception while converting or validating the record (named in detail)
+    # WARC records (sources/warc.py)
+    "bad_length",            # its Content-Length does not end where the next record starts (reading resumes after it)
+    "bad_chunked",           # Transfer-Encoding: chunked, but the body is not chunked
+    "bad_content_encoding",  # corrupt gzip/deflate/br body, or an unknown Content-Encoding ("binary" below:
+                             # also a body declared HTML that is an image, an archive or NUL bytes)
     # after extraction / cleanup
     "empty", "too_short", "binary", "extract_failed",
 )

@@ -39,7 +39,7 @@ def test_target_override_replaces_the_other_unit(tmp_path):
 @pytest.mark.parametrize("override, needle", [
     (["sources.a.weight=0.7"], "sum to 1.100000"),
     (["sampler.target_tokens=-5"], "must be a positive integer"),
-    (["sources.a.type=ftp"], "choose one of ['hf', 'local', 'demo']"),
+    (["sources.a.type=ftp"], "choose one of ['hf', 'local', 'warc', 'demo']"),
     (["sampler.sampels=3"], "unknown key(s) ['sampels'] in c.sampler; valid keys"),
     (["sources.b.domain=klingon"], "choose one of ['web_en'"),
     (["sources.a.split=train"], "do not apply to type 'local'"),

@@ -1,8 +1,10 @@
-"""CLI: ``.venv/bin/python -m minideepseek.demo_corpus [build|pin] [--cache-dir D] [--tiers portable,debian] [--force]``.
+"""CLI: ``.venv/bin/python -m minideepseek.demo_corpus [build|pin|warc] [--cache-dir D] [--tiers T] [--force]``.
 
 ``build`` (default) builds (or finds cached) the demo corpus and prints a per-domain summary;
 ``--strict`` makes drift or an unpinned package an error. ``pin`` rewrites
-``minideepseek/demo_corpus/expected_hashes.json`` from the cache's build records (see pins.py).
+``minideepseek/demo_corpus/expected_hashes.json`` from the cache's build records (see pins.py). ``warc``
+writes the corpus's Common Crawl-format copy (``demo_corpus/warc.py``) into ``--out`` (default
+``data/demo_warc``), the input of ``configs/demo_warc.yaml``.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         prog=".venv/bin/python -m minideepseek.demo_corpus",
         description="Build the offline demo corpus (raw real text per domain) into the cache.",
     )
-    parser.add_argument("command", nargs="?", choices=("build", "pin"), default="build",
-                        help="build (default) or pin: record the cached build's files as the expected hashes")
+    parser.add_argument("command", nargs="?", choices=("build", "pin", "warc"), default="build",
+                        help="build (default); pin: record the cached build's files as the expected hashes; warc: "
+                             "write some of the corpus's HTML pages as Common Crawl WARC/WET files into --out")
+    parser.add_argument("--out", type=Path, default=Path("data/demo_warc"), help="warc: the output directory")
     parser.add_argument("--strict", action="store_true",
                         help="build: a Debian version drift or an unpinned package is an error")
     parser.add_argument("--expected", type=Path, default=EXPECTED_FILE, help="the expected-hashes file")
@@ -55,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
             return pin(args.cache_dir or default_cache_dir(), normalize_tiers(tiers), args.expected)
         corpus = build_demo_corpus(cache_dir=args.cache_dir, tiers=tiers, force=args.force,
                                    expected=Expected.load(args.expected))
+        if args.command == "warc":
+            from .warc import build_demo_warc
+
+            counts = build_demo_warc(corpus, args.out)
+            print(f"demo WARC copy in {args.out}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+            return 0
         print(format_summary(corpus))
         if args.strict:
             corpus.require_pinned()

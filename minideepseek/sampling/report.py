@@ -173,8 +173,15 @@ def _ingestion_markdown(ing: dict[str, Any]) -> list[str]:
              "| source | files | lines | records kept | rejected | blank lines | file problems |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, v in ing["sources"].items():
-        lines.append(f"| {name} | {len(v['files']):,} | {v['lines']:,} | {v['records']:,} | {v['rejects']:,} | "
+        files = f"{len(v['files']):,}" + (f" of {v['files_listed']:,}" if v.get("files_listed", 0) > len(v["files"]) else "")
+        lines.append(f"| {name} | {files} | {v['lines']:,} | {v['records']:,} | {v['rejects']:,} | "
                      f"{v['blank_lines']:,} | {v['file_problems']:,} |")
+    warc = {n: v["skipped"] for n, v in ing["sources"].items() if v.get("skipped")}
+    if warc:
+        lines += ["", "WARC records that are not documents by design (skipped, not rejects; records kept + rejected + "
+                  "skipped = lines):", "", "| source | skipped | by reason |", "|---|---:|---|"]
+        for n, sk in warc.items():
+            lines.append(f"| {n} | {sum(sk.values()):,} | " + ", ".join(f"{r} {c:,}" for r, c in sk.items()) + " |")
     flagged = [(n, f) for n, v in ing["sources"].items() for f in v["files"] if f["status"] != "ok" or f.get("notes")]
     if flagged:
         lines += ["", "| source | file | status | problem | lines | kept | rejected |", "|---|---|---|---|---:|---:|---:|"]

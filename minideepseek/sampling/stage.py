@@ -117,24 +117,46 @@ def _ingest_files(cfg: MixSamplerConfig, sources: dict, takers: dict[str, Taker]
     ``sampler.empty_source=skip`` (then it leaves the recipe and the report says so)."""
     out: dict[str, Any] = {"sources": {}, "empty_sources": []}
     for name, src in sources.items():
-        if not hasattr(src, "load"):
-            continue  # streaming/demo sources validate each record as it is sampled
+        if not hasattr(src, "load") or not getattr(src, "reads_up_front", True):
+            continue  # streaming/demo sources validate each record as it is sampled; warc reads files as needed
         records = src.load()
         for rej in src.rejects:
             reject_counts[name][rej.reason] += 1
             rejects_fh.write(rej.to_json() + "\n")
         takers[name].count_ingestion_rejects(src.rejects)
-        files = [r.to_dict() for r in src.file_reports]
-        out["sources"][name] = {
-            "files": files, "records": len(records), "rejects": sum(reject_counts[name].values()),
-            "lines": sum(f["lines"] for f in files), "blank_lines": sum(f["blank_lines"] for f in files),
-            "file_problems": sum(f["status"] != "ok" for f in files)}
+        out["sources"][name] = _ingestion_entry(src.file_reports, len(records), sum(reject_counts[name].values()))
+        files = out["sources"][name]["files"]
         if not records:
             top = ", ".join(f"{r}={n:,}" for r, n in reject_counts[name].most_common(4)) or "none"
             problems = "; ".join(f"{f['file']}: {f['problem']}" for f in files if f["status"] != "ok")[:400]
             _empty_source(cfg, name, f"0 valid records in {len(files)} file(s) (rejects: {top}"
                           + (f"; file problems: {problems}" if problems else "") + ")", out)
     return out
+
+
+def _ingestion_entry(reports: list[Any], records: int, rejects: int) -> dict[str, Any]:
+    """A file-based source's line of the ingestion report, from its per-file reports."""
+    files = [r.to_dict() for r in reports]
+    entry = {"files": files, "records": records, "rejects": rejects, "lines": sum(f["lines"] for f in files),
+             "blank_lines": sum(f["blank_lines"] for f in files), "file_problems": sum(f["status"] != "ok" for f in files)}
+    skipped: Counter = Counter()
+    for f in files:
+        skipped.update(f.get("skipped", {}))
+    if skipped:  # WARC records that are no documents by design (request, metadata, non-200, non-HTML)
+        entry["skipped"] = dict(sorted(skipped.items()))
+    return entry
+
+
+def _read_as_needed(sources: dict, ingestion: dict[str, Any]) -> None:
+    """After sampling: the files a source read as the sampler needed them (``warc``), in name order, with
+    how many of its files that was (reading stops when the recipe is full)."""
+    for name, src in sources.items():
+        if getattr(src, "reads_up_front", True):
+            continue
+        reports = sorted(src.file_reports, key=lambda r: r.file)
+        entry = _ingestion_entry(reports, sum(r.records for r in reports), sum(sum(r.rejects.values()) for r in reports))
+        entry["files_listed"], entry["files_read"] = len(src.entries), len(reports)
+        ingestion["sources"][name] = entry
 
 
 def _empty_source(cfg: MixSamplerConfig, name: str, why: str, ingestion: dict[str, Any]) -> None:
@@ -264,6 +286,7 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         if not any(weights.values()):
             raise ConfigError("stage 1: every source is empty after ingestion; see the warnings above")
         outcome = run_quotas(takers, weights, sc.target, sc.unit, sc.shortfall)
+        _read_as_needed(sources, ingestion)
         _check_empty_after_sampling(cfg, takers, ingestion)
     finally:
         if pool is not None:

@@ -7,15 +7,17 @@ from typing import Any, Literal
 
 from ..config import ConfigError, is_path_name, require
 
-SOURCE_TYPES = ("hf", "local", "demo")
+SOURCE_TYPES = ("hf", "local", "warc", "demo")
 DEMO_DOMAINS = ("web_en", "code", "math", "academic", "zh")
 LOCAL_FORMATS = ("auto", "jsonl", "parquet", "text", "html")
+WARC_FORMATS = ("auto", "warc", "wet")  # auto: response records as HTML and WET conversion records as text
 
 # Keys that only make sense for one source type; setting them on another type is a mistake.
 _TYPE_KEYS = {
     "hf": {"path", "config_name", "data_dir", "split", "data_files", "revision", "text_field", "id_field", "url_field",
            "shuffle_buffer", "max_retries", "retry_backoff_s", "fmt"},
     "local": {"path", "format", "glob", "text_field", "id_field", "url_field", "fmt", "follow_symlinks"},
+    "warc": {"path", "format", "glob", "follow_symlinks"},
     "demo": {"domain", "components"},
 }
 _COMMON = {"name", "type", "weight", "max_epochs", "license", "lang", "filters"}
@@ -24,7 +26,7 @@ _COMMON = {"name", "type", "weight", "max_epochs", "license", "lang", "filters"}
 @dataclass(frozen=True)
 class SourceConfig:
     name: str
-    type: Literal["hf", "local", "demo"]
+    type: Literal["hf", "local", "warc", "demo"]
     weight: float
     max_epochs: float = 1.0  # > 1 allows upsampling a small source up to this many passes
     license: str = ""
@@ -77,10 +79,12 @@ class SourceConfig:
         require(self.max_epochs >= 1.0, f"{where}.max_epochs={self.max_epochs} must be >= 1 (1 = no upsampling)")
         require(self.shuffle_buffer >= 1, f"{where}.shuffle_buffer must be >= 1")
         require(self.max_retries >= 0, f"{where}.max_retries must be >= 0")
-        if self.type in ("hf", "local"):
+        if self.type in ("hf", "local", "warc"):
             require(bool(self.path), f"{where}.path is required for type {self.type!r}")
         if self.type == "local":
             require(self.format in LOCAL_FORMATS, f"{where}.format={self.format!r}: choose one of {list(LOCAL_FORMATS)}")
+        if self.type == "warc":
+            require(self.format in WARC_FORMATS, f"{where}.format={self.format!r}: choose one of {list(WARC_FORMATS)}")
         if self.type == "demo":
             require(self.domain in DEMO_DOMAINS, f"{where}.domain={self.domain!r}: choose one of {list(DEMO_DOMAINS)}")
         if self.filters:

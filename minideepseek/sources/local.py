@@ -83,6 +83,9 @@ class FileReport:
     records: int = 0  # valid records handed to the sampler
     blank_lines: int = 0
     rejects: Counter = field(default_factory=Counter)
+    # records read that are not documents by design (a WARC's request/metadata records, non-200 responses):
+    # counted by reason, not rejects (they are no damage and are not charged to the error budget)
+    skipped: Counter = field(default_factory=Counter)
     status: str = "ok"  # ok | truncated | corrupt | empty | unreadable | unsupported | skipped (never opened)
     problem: str = ""
     notes: list[str] = field(default_factory=list)
@@ -91,10 +94,13 @@ class FileReport:
         return {"file": self.file, "kind": self.kind, "compression": self.compression, "status": self.status,
                 "problem": self.problem, "lines": self.lines, "records": self.records,
                 "blank_lines": self.blank_lines, "rejects": dict(sorted(self.rejects.items())),
+                **({"skipped": dict(sorted(self.skipped.items()))} if self.skipped else {}),
                 **({"notes": self.notes} if self.notes else {})}
 
 
 class LocalSource:
+    SUPPORTED = _JSONL + (".parquet",) + _ARROW + _TEXT + _HTML  # file names format: auto reads
+
     def __init__(self, cfg: SourceConfig, seed: int, max_chars: int = 2_000_000) -> None:
         self.cfg = cfg
         self.name = cfg.name
@@ -110,7 +116,7 @@ class LocalSource:
         if not self.files:
             skipped = "; ".join(f"{e.rel}: {e.problem}" for e in self.entries)[:400]
             raise ConfigError(f"sources.{cfg.name}: no readable files under {display(root)} (glob {cfg.glob!r}); "
-                              f"supported: {_JSONL + ('.parquet',) + _ARROW + _TEXT + _HTML}, or set format:"
+                              f"supported: {self.SUPPORTED}, or set format:"
                               + (f"; skipped: {skipped}" if skipped else ""))
         self.spool_dir: Path | None = None  # where the spools go (the stage's tmp dir); None: a tempdir
         self._records: RecordSpool[RawDoc] | None = None
@@ -130,7 +136,7 @@ class LocalSource:
         follow_symlinks), special and virtual files are kept as skipped entries, never read."""
         follow = self.cfg.follow_symlinks
         if not root.is_dir():  # one file named by the config: it may be a link (the user's own), never special
-            kind = _kind(root, self.cfg.format)
+            kind = self._file_kind(root)
             if kind is None:
                 return []
             problem, ident = check(root, Path(os.path.realpath(root)), True)
@@ -140,12 +146,16 @@ class LocalSource:
         for p in sorted(root.glob(self.cfg.glob)):
             if p.is_dir():  # a directory (or a link to one: never descended into by the glob's **)
                 continue
-            kind = _kind(p, self.cfg.format)
+            kind = self._file_kind(p)
             if kind is None:
                 continue
             problem, ident = check(p, root_real, follow)
             out.append(Entry(p, self._rel(p), kind, problem, ident))
         return out
+
+    def _file_kind(self, path: Path) -> str | None:
+        """How a listed file is read (None: not a file this source reads)."""
+        return _kind(path, self.cfg.format)
 
     def input_ref(self) -> InputRef:
         h = hashlib.sha256()
@@ -185,41 +195,44 @@ class LocalSource:
         self.rejects = ()
 
     def _ingest(self, recs: RecordSpool[RawDoc], rejects: RecordSpool[Reject]) -> None:
-        root_real = Path(os.path.realpath(self.root if self.root.is_dir() else self.root.parent))
-        follow = self.cfg.follow_symlinks or not self.root.is_dir()
         for entry in self.entries:
-            path, kind = entry.path, entry.kind
-            rep = FileReport(entry.rel, kind)
-            problem = entry.problem or recheck(entry, root_real, follow)
-            if problem:  # never opened: reported as this file's problem, the source's other files go on
-                rep.status, rep.problem = "skipped", problem
-                log.warning("source %s: %s: skipped: %s", self.name, printable(rep.file), printable(problem))
-                self.file_reports.append(rep)
-                continue
-            try:
-                for item in self._read_file(path, kind, rep):
-                    if isinstance(item, Reject):
-                        rejects.append(item)
-                        rep.rejects[item.reason] += 1
-                    else:
-                        recs.append(item)
-                        rep.records += 1
-            except FileProblem as exc:
-                rep.status, rep.problem = exc.status, exc.message
-            except OSError as exc:  # permission denied, EIO: this file's problem, reported
-                rep.status, rep.problem = "unreadable", f"cannot read ({exc.strerror or exc})"
-            if rep.status == "ok" and rep.lines == 0:
-                rep.status, rep.problem = "empty", "empty input (no records)"
-            if rep.status != "ok":
-                log.warning("source %s: %s: %s", self.name, printable(rep.file), printable(rep.problem))
-            for note in rep.notes:
-                log.warning("source %s: %s: %s", self.name, printable(rep.file), printable(note))
-            self.file_reports.append(rep)
+            self.file_reports.append(self._ingest_entry(entry, recs, rejects))
         self._check_text_field()
         bad = sum(sum(r.rejects.values()) for r in self.file_reports)
         log.info("source %s: %s records from %s files (%s rejected at ingestion, %s file problem(s))", self.name,
                  f"{len(recs):,}", len(self.files), f"{bad:,}",
                  sum(r.status != "ok" for r in self.file_reports))
+
+    def _ingest_entry(self, entry: Entry, recs: RecordSpool[RawDoc], rejects: RecordSpool[Reject]) -> FileReport:
+        """Read one listed file into the spools; its report (a file that cannot be read is its problem)."""
+        root_real = Path(os.path.realpath(self.root if self.root.is_dir() else self.root.parent))
+        follow = self.cfg.follow_symlinks or not self.root.is_dir()
+        path, kind = entry.path, entry.kind
+        rep = FileReport(entry.rel, kind)
+        problem = entry.problem or recheck(entry, root_real, follow)
+        if problem:  # never opened: reported as this file's problem, the source's other files go on
+            rep.status, rep.problem = "skipped", problem
+            log.warning("source %s: %s: skipped: %s", self.name, printable(rep.file), printable(problem))
+            return rep
+        try:
+            for item in self._read_file(path, kind, rep):
+                if isinstance(item, Reject):
+                    rejects.append(item)
+                    rep.rejects[item.reason] += 1
+                else:
+                    recs.append(item)
+                    rep.records += 1
+        except FileProblem as exc:
+            rep.status, rep.problem = exc.status, exc.message
+        except OSError as exc:  # permission denied, EIO: this file's problem, reported
+            rep.status, rep.problem = "unreadable", f"cannot read ({exc.strerror or exc})"
+        if rep.status == "ok" and rep.lines == 0:
+            rep.status, rep.problem = "empty", "empty input (no records)"
+        if rep.status != "ok":
+            log.warning("source %s: %s: %s", self.name, printable(rep.file), printable(rep.problem))
+        for note in rep.notes:
+            log.warning("source %s: %s: %s", self.name, printable(rep.file), printable(note))
+        return rep
 
     def _check_text_field(self) -> None:
         if self._objects and not self._with_field:
