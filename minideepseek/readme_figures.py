@@ -252,6 +252,23 @@ def _trained(training: dict[str, Any] | None) -> str:
             "contain them).")
 
 
+def certificate(r: Reports) -> str:
+    """The run's recall certificate (``certificate.json``, stage 2 with ``canaries.enabled``)."""
+    if not (r.dir / "certificate.json").is_file():
+        return f"No certificate in `{shown(r.dir)}/` (the run had `canaries.enabled: false`).\n"
+    steps = r.get("certificate", "steps")
+    rows = ["| step | verdict | must catch | caught | recall (95% CI) | controls | false removals |",
+            "|---|---|---:|---:|---|---:|---:|"]
+    for step, s in steps.items():
+        rec = "—" if s["recall"] is None else f"{s['recall']:.3f} [{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]"
+        rows.append(f"| {step} | {s['verdict']} | {s['should_catch']} | {s['caught']} | {rec} | {s['controls']} | "
+                    f"{s['false_removals']} |")
+    return (f"Recall certificate of the demo run (`{shown(r.dir)}/certificate.md`): "
+            f"**{'PASS' if r.get('certificate', 'passed') else 'FAIL'}**, "
+            f"{r.get('certificate', 'canaries'):,} canaries checked in {r.get('certificate', 'wall_s')} s.\n\n"
+            + "\n".join(rows) + "\n")
+
+
 def blame(r: Reports) -> str:
     """The step ledger's example queries (``report.py blame``, saved under ``blame/`` by regen_examples.sh)."""
     steps, docs = sorted(r.dir.glob("blame/step-*.json")), sorted(r.dir.glob("blame/doc-*.json"))
@@ -416,6 +433,7 @@ def project_wall(results: list[dict]) -> tuple[dict, dict, dict[str, float]] | N
 BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times": stage_times, "withdraw": withdrawal,
                                                "headline": headline,
                                                "dashboard": dashboard, "scale": scale, "blame": blame,
+                                               "certificate": certificate,
                                                "warc_bench": warc_bench,
                                                # the stage table comes from the registry, not from a run
                                                "stages": lambda r: pipeline.layout_table()}

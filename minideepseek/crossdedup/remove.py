@@ -17,6 +17,7 @@ from ..edits import EditContext, EditHost, filter_dataset, filter_jsonl, load_re
 from ..profile import profile_dataset, profile_markdown
 from ..records import trace_component
 from ..stage import ArtifactEdit
+from .certificate import certificate_markdown
 from .granular_report import granular_markdown
 from .index import INDEX_DIR, INDEX_FILES, filter_index
 from .report import contamination_markdown, dedup_markdown, histogram, post_dedup_mix, stage_counters
@@ -85,6 +86,10 @@ def refresh_mixed_dedup(tmp: Path, raw_dir: Path, bases: set[str], entry: dict[s
         con["hits"] = sum(1 for _ in (tmp / "contamination_hits.jsonl").read_text().splitlines())
     note_withdrawal(con, entry, n)
     save_report(tmp, "contamination_report", con, contamination_markdown)
+    if (tmp / "certificate.json").is_file():  # canaries name the documents they were derived from
+        cert, n = redact(load_report(tmp / "certificate.json"), bases)
+        note_withdrawal(cert, entry, n)
+        save_report(tmp, "certificate", cert, certificate_markdown)
 
 
 def _refresh_clusters(rep: dict[str, Any], removed: list[dict[str, Any]], raw: dict[str, list[Any]]) -> None:
