@@ -187,7 +187,7 @@ class Certifier:
                     targets.append(target)
         if not texts:
             return
-        keys = band_keys(nd.sigs, nd.b, nd.r)
+        keys = _all_band_keys(nd.sigs, nd.b, nd.r)
         order = [np.argsort(keys[:, k], kind="stable") for k in range(nd.b)]
         sorted_keys = [keys[o, k] for k, o in enumerate(order)]
         sigs = nd.sig_of_texts([v for v, _ in texts])
@@ -363,6 +363,16 @@ def _in_bucket(base: str, seed: int, n_buckets: int, want: int) -> str:
         if bucket_of(cid, seed, n_buckets) == want % n_buckets:
             return cid
     return base
+
+
+def _all_band_keys(sigs: Any, b: int, r: int, block: int = 1 << 16) -> np.ndarray:
+    """Band keys of every signature: an in-memory matrix (the local engine) or the Ray engine's block files
+    (``ray_near.BlockedSigs``), read a block of rows at a time so the driver never holds them all."""
+    if isinstance(sigs, np.ndarray):
+        return band_keys(sigs, b, r)
+    n = len(sigs)
+    parts = [band_keys(sigs.take(np.arange(s0, min(s0 + block, n))), b, r) for s0 in range(0, n, block)]
+    return np.concatenate(parts) if parts else np.empty((0, b), dtype=np.uint64)
 
 
 def _floor(step: str, cc: Any) -> float:
