@@ -22,7 +22,7 @@ import shutil
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from ..tickets import Matcher, TicketLog, log_matcher
 from ..tokencount import TokenCounter
 from .config import MixSamplerConfig
 from .filter_report import build_filter_report, filter_report_markdown
+from .pilot import resolve_top_fraction
 from .process import ProcessSettings, process_batch
 from .quota import Taker, run_quotas
 from .report import build_source_mix, source_mix_markdown, verdict_line
@@ -182,6 +183,7 @@ class _Sampled:
     mods: dict[str, Counter]  # cleanup modifier counts per source (filter report)
     examples: dict[str, dict[tuple[str, str], list[dict]]]  # filtered examples per (filter, reason)
     dup_ids: Counter  # ids a source reused, made unique
+    pilots: dict[str, dict[str, Any]] = field(default_factory=dict)  # quality top_fraction pilots, per source
 
 
 class _Collector:
@@ -250,15 +252,22 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         if hasattr(src, "spool_dir"):
             src.spool_dir = col.spool_root
     try:
-        takers = {}
+        takers, fetchers = {}, {}
         for s in cfg.sources:
             settings = ProcessSettings(source=s.name, min_chars=sc.min_chars, max_chars=sc.max_chars,
                                        extract=cfg.extract, filters=s.filters, lang=s.lang)
+            fetchers[s.name] = _Fetcher(pool, settings, counter, withdrawn)
             takers[s.name] = Taker(s.name, sources[s.name].iter_raw, sc.unit, s.max_epochs,
-                                   _Fetcher(pool, settings, counter, withdrawn), col.emitter(s.name), col.on_reject,
+                                   fetchers[s.name], col.emitter(s.name), col.on_reject,
                                    sc.batch_size, sc.max_reject_fraction)
         weights = {s.name: s.weight for s in cfg.sources}
         ingestion = _ingest_files(cfg, sources, takers, col.reject_counts, col.rejects_fh)
+        pilots = {}
+        for name, f in fetchers.items():  # a quality top_fraction becomes a threshold before the quota counts
+            if name not in ingestion["empty_sources"]:
+                f.settings, pilot = resolve_top_fraction(f.settings, sources[name].iter_raw, sc.batch_size, pool)
+                if pilot is not None:
+                    pilots[name] = pilot
         for name in ingestion["empty_sources"]:
             weights[name] = 0.0  # sampler.empty_source=skip: out of the recipe, reported
         if not any(weights.values()):
@@ -275,7 +284,7 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         col.close()
     for spill in col.spills.values():
         spill.close()
-    return _Sampled(takers, outcome, ingestion, col.reject_counts, col.mods, col.examples, col.dup_ids)
+    return _Sampled(takers, outcome, ingestion, col.reject_counts, col.mods, col.examples, col.dup_ids, pilots)
 
 
 def _assemble(cfg: MixSamplerConfig, sampled: _Sampled, spill_root: Path, tmp: Path) -> tuple[DatasetWriter, list[str],
@@ -317,7 +326,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
     mix["ingestion"] = ingestion = sampled.ingestion
     write_json_atomic(tmp / "source_mix.json", mix)
     write_text_atomic(tmp / "source_mix.md", source_mix_markdown(mix))
-    freport = build_filter_report(cfg, takers, realized, sampled.mods, sampled.examples)
+    freport = build_filter_report(cfg, takers, realized, sampled.mods, sampled.examples, sampled.pilots)
     write_json_atomic(tmp / "filter_report.json", freport)
     write_text_atomic(tmp / "filter_report.md", filter_report_markdown(freport))
     counters = {
