@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..config import ConfigError, require
 from .base import DocContext, FilterResult, register
@@ -94,12 +94,16 @@ class QualityFilter:
         return score(self.model, text, self.label, self.cfg.max_chars)
 
     def __call__(self, text: str, ctx: DocContext) -> FilterResult:
-        t = self.cfg.keep_threshold
+        # decided on the stored value (6 decimals), so a decision recomputed from quality_signals is this one
+        signals = {self.cfg.signal: round(self.score(text), 6)}
+        reason = self.decide(signals, self.cfg)
+        return FilterResult(keep=not reason, reason=reason, signals=signals)
+
+    DECIDE_KEYS: ClassVar[tuple[str, ...]] = ("threshold",)
+
+    @staticmethod
+    def decide(signals: dict[str, Any], cfg: QualityConfig) -> str:
+        t = cfg.keep_threshold
         if t is None:  # a config error, not a record's: stage 1 resolves top_fraction before any document
             raise ConfigError("quality.top_fraction needs stage 1's pilot (run it through mix_sampler.py)")
-        # decided on the stored value (6 decimals), so a decision recomputed from quality_signals is this one
-        s = round(self.score(text), 6)
-        signals = {self.cfg.signal: s}
-        if s >= t:
-            return FilterResult(keep=True, signals=signals)
-        return FilterResult(keep=False, reason="quality_low_score", signals=signals)
+        return "" if signals[cfg.signal] >= t else "quality_low_score"

@@ -30,6 +30,11 @@ class SamplerConfig:
     # A source with no document after ingestion (every record rejected, every file broken, filters drop
     # all): "error" stops the stage naming the reasons; "skip" runs without it and reports it.
     empty_source: Literal["error", "skip"] = "error"
+    # The signal store (mixed_raw/signals/, Parquet): "off"; "first_drop" records the signals the chain
+    # measured up to its deciding rule; "full" runs every rule on every document read (no early exit) and
+    # counts the tokens of dropped documents too, so `python -m minideepseek.sampling.whatif` can predict a
+    # new threshold's kept set and recipe fill without re-running stage 1. Kept documents are the same.
+    signals: Literal["off", "first_drop", "full"] = "off"
     token_counter: str = "deepseek"  # or a path to a tokenizer.json
     min_chars: int = 1
     max_chars: int = 2_000_000

@@ -45,6 +45,7 @@ from .pilot import resolve_top_fraction
 from .process import ProcessSettings, process_batch
 from .quota import Taker, run_quotas
 from .report import build_source_mix, source_mix_markdown, verdict_line
+from .signals import STORE_DIR, SignalStore
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +61,12 @@ class _Fetcher:
     the call that collects it, so the Taker can have the next batch extracted while it takes this one."""
 
     def __init__(self, pool: ProcessPoolExecutor | None, settings: ProcessSettings, counter: TokenCounter,
-                 withdrawn: Matcher | None = None) -> None:
+                 withdrawn: Matcher | None = None, store: SignalStore | None = None) -> None:
         self.pool = pool
         self.settings = settings
         self.counter = counter
         self.withdrawn = withdrawn
+        self.store = store
 
     def __call__(self, raws: list[RawDoc]) -> list[dict | Reject]:
         return self.submit(raws)()
@@ -85,7 +87,25 @@ class _Fetcher:
         rows = [x for x in items if not isinstance(x, Reject)]
         for row, n_tok in zip(rows, self.counter.count([r["text"] for r in rows]), strict=True):
             row["n_tokens"] = n_tok
+        if self.store is not None:
+            self._store(items)
         return items
+
+    def _store(self, items: list[dict | Reject]) -> None:
+        """Signal-store rows, in batch order: a kept row's token count, and (signals: full) the count of what
+        a dropped document's text would weigh if a looser rule kept it."""
+        assert self.store is not None
+        dropped = [x.store for x in items if isinstance(x, Reject) and x.store is not None and "_text" in x.store]
+        for row, n_tok in zip(dropped, self.counter.count([r["_text"] for r in dropped]), strict=True):
+            row["n_tokens"] = n_tok
+        for x in items:
+            if isinstance(x, Reject):
+                if x.store is not None:
+                    self.store.add(self.settings.source, x.store)
+            elif "_store" in x:
+                row = x.pop("_store")
+                row["n_tokens"] = x["n_tokens"]
+                self.store.add(self.settings.source, row)
 
 
 def _withdrawn_reject(item: dict | Reject, matcher: Matcher) -> dict | Reject:
@@ -253,10 +273,12 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
             src.spool_dir = col.spool_root
     try:
         takers, fetchers = {}, {}
+        store = (SignalStore(col.spill_root.parent / STORE_DIR, {s.name: s.filters for s in cfg.sources})
+                 if sc.signals != "off" else None)
         for s in cfg.sources:
             settings = ProcessSettings(source=s.name, min_chars=sc.min_chars, max_chars=sc.max_chars,
-                                       extract=cfg.extract, filters=s.filters, lang=s.lang)
-            fetchers[s.name] = _Fetcher(pool, settings, counter, withdrawn)
+                                       extract=cfg.extract, filters=s.filters, lang=s.lang, signals=sc.signals)
+            fetchers[s.name] = _Fetcher(pool, settings, counter, withdrawn, store)
             takers[s.name] = Taker(s.name, sources[s.name].iter_raw, sc.unit, s.max_epochs,
                                    fetchers[s.name], col.emitter(s.name), col.on_reject,
                                    sc.batch_size, sc.max_reject_fraction)
@@ -268,12 +290,16 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
                 f.settings, pilot = resolve_top_fraction(f.settings, sources[name].iter_raw, sc.batch_size, pool)
                 if pilot is not None:
                     pilots[name] = pilot
+                if store is not None:
+                    store.set_chain(name, f.settings.filters)
         for name in ingestion["empty_sources"]:
             weights[name] = 0.0  # sampler.empty_source=skip: out of the recipe, reported
         if not any(weights.values()):
             raise ConfigError("stage 1: every source is empty after ingestion; see the warnings above")
         outcome = run_quotas(takers, weights, sc.target, sc.unit, sc.shortfall)
         _check_empty_after_sampling(cfg, takers, ingestion)
+        if store is not None:
+            store.close(_store_meta(cfg, takers, weights))
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -285,6 +311,17 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
     for spill in col.spills.values():
         spill.close()
     return _Sampled(takers, outcome, ingestion, col.reject_counts, col.mods, col.examples, col.dup_ids, pilots)
+
+
+def _store_meta(cfg: MixSamplerConfig, takers: dict[str, Taker], weights: dict[str, float]) -> dict[str, Any]:
+    """What the what-if planner needs besides the rows: how far each source was read, and the sampler."""
+    sc = cfg.sampler
+    return {"mode": sc.signals, "weights": weights,
+            "sampler": {"unit": sc.unit, "target": sc.target, "shortfall": sc.shortfall, "batch_size": sc.batch_size,
+                        "max_reject_fraction": sc.max_reject_fraction, "min_chars": sc.min_chars,
+                        "max_chars": sc.max_chars},
+            "sources": {n: {"first_pass_read_to_end": t.stats.unique_units is not None, "max_epochs": t.max_epochs,
+                            "epochs_started": t.stats.epochs_started} for n, t in takers.items()}}
 
 
 def _assemble(cfg: MixSamplerConfig, sampled: _Sampled, spill_root: Path, tmp: Path) -> tuple[DatasetWriter, list[str],
