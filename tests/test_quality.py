@@ -227,3 +227,85 @@ def test_stage1_top_fraction_keeps_the_stated_share(trained, docstrings):
     assert len(rows) == pilot["kept_by_filter"]
     assert min(json.loads(r["quality_signals"])["quality_score"] for r in rows) >= pilot["threshold"]
     assert "thresholds from the pilot" in (tmp / "reports" / "top" / "filter_report.md").read_text()
+
+
+# --- the signal store and the what-if ----------------------------------------------------------------
+
+def _whatif_config(tmp: Path, docs: list[tuple[str, str]], model: str, name: str, web_filters: list[dict],
+                   **sampler) -> Path:
+    """Two local sources of documents the model never saw: `web` (fineweb + quality) and `notes` (fineweb)."""
+    if not (tmp / "web.jsonl").is_file():
+        _stage1_config(tmp, docs[: len(docs) // 2], {"model": model, "threshold": 0.5}, "unused")
+        notes = tmp / "notes.jsonl"
+        with notes.open("w") as fh:
+            for i, (_, doc) in enumerate(docs[len(docs) // 2:]):
+                fh.write(json.dumps({"id": f"n{i}", "text": doc}) + "\n")
+    cfg = {"run": {"name": name, "seed": 5, "data_dir": str(tmp / "data"), "reports_dir": str(tmp / "reports")},
+           "sources": [{"name": "web", "type": "local", "path": str(tmp / "web.jsonl"), "format": "jsonl",
+                        "id_field": "id", "url_field": "url", "weight": 0.6, "lang": "en", "filters": web_filters},
+                       {"name": "notes", "type": "local", "path": str(tmp / "notes.jsonl"), "format": "jsonl",
+                        "id_field": "id", "weight": 0.4, "lang": "en", "filters": [{"type": "fineweb"}]}],
+           "sampler": {"target_tokens": "all", "num_proc": 1, "min_chars": 20, "signals": "full", **sampler}}
+    p = tmp / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    return p
+
+
+def test_whatif_equals_a_rerun_for_loosen_tighten_and_drop(trained, docstrings):
+    import pyarrow.parquet as pq
+
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+    from minideepseek.sampling.whatif import NeedsRerun, actual, predict
+
+    tmp = trained["tmp"] / "whatif"
+    tmp.mkdir()
+    model = str(trained["out"] / "model.bin")
+    chain = [{"type": "fineweb"}, {"type": "quality", "model": model, "threshold": 0.5}]
+    base = _whatif_config(tmp, docstrings[800:1200], model, "base", chain)
+    assert mix_sampler.main(["--config", str(base)]) == 0
+    store = pq.read_table(str(tmp / "data" / "base" / "mixed_raw" / "signals" / "web.parquet")).to_pylist()
+    assert len(store) == 200 and {r["chain_keep"] for r in store} == {True, False}
+    assert all(r["verdict_1"] is not None for r in store), "full: the quality rule ran after fineweb dropped"
+    assert all(r["n_tokens"] for r in store), "full: dropped documents' tokens counted too"
+    run = actual(tmp / "data" / "base")
+    unchanged = predict(load_stage_config(MixSamplerConfig, base, quiet=True))
+    assert {n: sorted(v["ids"]) for n, v in unchanged["sources"].items()} == {n: sorted(v["ids"]) for n, v in run.items()}
+
+    cases = [  # (what-if overrides, dropped filters, the rerun's chain)
+        (["sources.web.filters.1.threshold=0.3"], {}, [chain[0], {**chain[1], "threshold": 0.3}]),  # loosen
+        (["sources.web.filters.1.threshold=0.8"], {}, [chain[0], {**chain[1], "threshold": 0.8}]),  # tighten
+        ([], {"web": {0}}, [chain[1]]),  # drop the fineweb rule
+    ]
+    for k, (sets, drop, rerun_chain) in enumerate(cases):
+        pred = predict(load_stage_config(MixSamplerConfig, base, sets, quiet=True), drop)
+        rerun = _whatif_config(tmp, docstrings[800:1200], model, f"rerun{k}", rerun_chain)
+        assert mix_sampler.main(["--config", str(rerun), "--force"]) == 0
+        real = actual(tmp / "data" / f"rerun{k}")
+        for src in ("web", "notes"):
+            assert sorted(pred["sources"][src]["ids"]) == sorted(real[src]["ids"]), (k, src)
+            assert pred["sources"][src]["tokens"] == real[src]["tokens"], (k, src)
+        assert pred["sources"]["web"]["docs"] != run["web"]["docs"], "each change moves the kept set"
+    # what the store cannot answer is refused, not guessed
+    with pytest.raises(NeedsRerun, match="change what is measured"):
+        predict(load_stage_config(MixSamplerConfig, base, ["sources.web.filters.1.max_chars=500"], quiet=True))
+    with pytest.raises(NeedsRerun, match="seed"):
+        predict(load_stage_config(MixSamplerConfig, base, ["run.seed=6"], quiet=True))
+
+
+def test_signal_store_leaves_the_kept_documents_unchanged(trained, docstrings):
+    from minideepseek.stage import read_manifest
+
+    tmp = trained["tmp"] / "modes"
+    tmp.mkdir()
+    model = str(trained["out"] / "model.bin")
+    chain = [{"type": "fineweb"}, {"type": "quality", "model": model, "threshold": 0.5}]
+    shas = {}
+    for mode in ("off", "first_drop", "full"):
+        cfg = _whatif_config(tmp, docstrings[800:1000], model, mode, chain, signals=mode)
+        assert mix_sampler.main(["--config", str(cfg)]) == 0
+        files = read_manifest(tmp / "data" / mode / "mixed_raw")["outputs"]["files"]
+        shas[mode] = {f["path"]: f["sha256"] for f in files if f["path"].endswith(".arrow")}
+        has_store = (tmp / "data" / mode / "mixed_raw" / "signals" / "meta.json").is_file()
+        assert has_store == (mode != "off")
+    assert shas["off"] == shas["first_drop"] == shas["full"]
