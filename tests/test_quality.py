@@ -301,11 +301,11 @@ def test_signal_store_leaves_the_kept_documents_unchanged(trained, docstrings):
     model = str(trained["out"] / "model.bin")
     chain = [{"type": "fineweb"}, {"type": "quality", "model": model, "threshold": 0.5}]
     shas = {}
-    for mode in ("off", "first_drop", "full"):
+    for mode in ("none", "first_drop", "full"):
         cfg = _whatif_config(tmp, docstrings[800:1000], model, mode, chain, signals=mode)
         assert mix_sampler.main(["--config", str(cfg)]) == 0
         files = read_manifest(tmp / "data" / mode / "mixed_raw")["outputs"]["files"]
         shas[mode] = {f["path"]: f["sha256"] for f in files if f["path"].endswith(".arrow")}
         has_store = (tmp / "data" / mode / "mixed_raw" / "signals" / "meta.json").is_file()
-        assert has_store == (mode != "off")
-    assert shas["off"] == shas["first_drop"] == shas["full"]
+        assert has_store == (mode != "none")
+    assert shas["none"] == shas["first_drop"] == shas["full"]

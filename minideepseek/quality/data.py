@@ -94,7 +94,9 @@ class QualityTrainConfig:
     positives: tuple[str, ...] = ()  # JSONL files of positive documents
     negatives: tuple[str, ...] = ()  # JSONL files of negative documents
     text_field: str = "text"
-    group_field: str = "component"  # the split unit; missing -> the URL's host -> the file
+    # the split unit: a record field (JSONL) or, for a run's documents, "component" or "host" (the URL's host:
+    # the package or site, so the HTML and reST twins of one manual stay on one side); missing -> host -> file
+    group_field: str = "component"
     run_dir: str = ""  # or: a run (data/<run>) whose mixed_raw documents `rule` labels
     rule: LabelRule | None = None
     label: str = "hq"  # the positive label's name (DCLM's model uses hq / cc)
@@ -201,8 +203,8 @@ def _from_run(cfg: QualityTrainConfig, counts: dict[str, int]) -> tuple[list[Lab
             continue
         if pos or neg:
             host = urlsplit(row["url"] or "").netloc
-            docs.append(LabeledDoc(prepare(row["text"], cfg.max_chars), int(pos),
-                                   comp or (f"host:{host}" if host else row["source"]), base_id(row["id"])))
+            group = f"host:{host}" if host and (cfg.group_field == "host" or not comp) else comp or row["source"]
+            docs.append(LabeledDoc(prepare(row["text"], cfg.max_chars), int(pos), group, base_id(row["id"])))
     inputs = [{"path": str(art), "label": None, "sha256": sha256_file(man), "docs": len(docs),
                "what": "stage-1 artifact; sha256 of its manifest.json"}]
     return docs, inputs

@@ -100,7 +100,7 @@ def train_model(cfg: QualityTrainConfig) -> dict[str, Any]:
         "inputs": labeled.inputs,
         "counts": labeled.counts,
         "train_file_sha256": hashlib.sha256(lines.encode()).hexdigest(),
-        "split": {"by": cfg.group_field if not cfg.run_dir else "component", "seed": cfg.seed,
+        "split": {"by": cfg.group_field, "seed": cfg.seed,
                   "held_out_groups": report["held_out"]["groups"], "train_groups": report["train"]["groups"],
                   "train_docs": len(train), "held_out_docs": len(held)},
         "metrics": {"roc_auc": report["roc_auc"], "at_threshold": report["at_threshold"]},

@@ -24,7 +24,7 @@ class ProcessSettings:
     extract: ExtractConfig
     filters: tuple[dict[str, Any], ...] = ()
     lang: str = ""
-    signals: str = "off"  # sampler.signals: off | first_drop | full
+    signals: str = "none"  # sampler.signals: none | first_drop | full
 
 
 @functools.lru_cache(maxsize=16)
@@ -65,12 +65,12 @@ def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
     mods: dict[str, int] = {}
     lang, lang_score = raw.lang or s.lang or None, None
     store: dict[str, Any] | None = None
-    if s.signals != "off" and not s.filters:
+    if s.signals != "none" and not s.filters:
         store = store_row(raw, did, ChainOutcome(text=text, keep=True), s)
     if s.filters:
         chain = _chain(s.source, json.dumps(s.filters, sort_keys=True))
         out = chain(text, DocContext(url=raw.url, source=s.source, expected_lang=s.lang), full=s.signals == "full")
-        if s.signals != "off":
+        if s.signals != "none":
             store = store_row(raw, did, out, s)
         if not out.keep:
             return Reject(source=s.source, source_id=raw.source_id, url=raw.url, reason=out.reason,

@@ -274,7 +274,7 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
     try:
         takers, fetchers = {}, {}
         store = (SignalStore(col.spill_root.parent / STORE_DIR, {s.name: s.filters for s in cfg.sources})
-                 if sc.signals != "off" else None)
+                 if sc.signals != "none" else None)
         for s in cfg.sources:
             settings = ProcessSettings(source=s.name, min_chars=sc.min_chars, max_chars=sc.max_chars,
                                        extract=cfg.extract, filters=s.filters, lang=s.lang, signals=sc.signals)
