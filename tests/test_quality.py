@@ -309,3 +309,21 @@ def test_signal_store_leaves_the_kept_documents_unchanged(trained, docstrings):
         has_store = (tmp / "data" / mode / "mixed_raw" / "signals" / "meta.json").is_file()
         assert has_store == (mode != "none")
     assert shas["none"] == shas["first_drop"] == shas["full"]
+
+
+def test_demo_quality_config_stays_in_step_with_the_demo():
+    """configs/demo_quality.yaml is configs/demo.yaml plus the quality filter on the web source and the store."""
+    root = Path(__file__).resolve().parents[1] / "configs"
+    demo = yaml.safe_load((root / "demo.yaml").read_text(encoding="utf-8"))
+    dq = yaml.safe_load((root / "demo_quality.yaml").read_text(encoding="utf-8"))
+    assert dq["run"] == {**demo["run"], "name": "demo_quality"}
+    web = dq["sources"][0]
+    assert web["filters"][:-1] == demo["sources"][0]["filters"] and web["filters"][-1]["type"] == "quality"
+    assert {k: v for k, v in web.items() if k != "filters"} == {k: v for k, v in demo["sources"][0].items()
+                                                                 if k != "filters"}
+    assert dq["sources"][1:] == demo["sources"][1:]
+    assert dq["sampler"] == {**demo["sampler"], "signals": "full"}
+    assert {k: v for k, v in dq.items() if k not in ("run", "sources", "sampler")} == \
+        {k: v for k, v in demo.items() if k not in ("run", "sources", "sampler")}
+    trainer = yaml.safe_load((root / "quality" / "demo_classifier.yaml").read_text(encoding="utf-8"))
+    assert web["filters"][-1]["model"] == f"{trainer['out']}/model.bin" and trainer["run_dir"] == "data/demo"

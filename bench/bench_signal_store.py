@@ -1,0 +1,66 @@
+"""What the signal store costs stage 1: wall time and bytes, ``sampler.signals`` none vs first_drop vs full.
+
+    .venv/bin/python bench/bench_signal_store.py [--config configs/demo.yaml] [--repeats 1] [--set KEY=VALUE ...]
+
+Runs stage 1 (``mix_sampler.py --force``) once per mode and repeat, interleaved (none, first_drop, full,
+none, ...) so machine load drifts hit every mode alike, each in its own run directory under
+bench/out/signal_store/. Reads each run's manifest (``wall_s``) and the store's bytes, and prints per mode:
+the median wall, its ratio to ``none``, the documents evaluated (store rows), the store's bytes and
+bytes per 1M evaluated documents, and checks that the kept documents (the .arrow shards) are identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODES = ("none", "first_drop", "full")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default="configs/demo.yaml")
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--set", dest="overrides", action="append", default=[])
+    p.add_argument("--out", default=str(ROOT / "bench" / "out" / "signal_store"))
+    args = p.parse_args()
+    out = Path(args.out)
+    walls: dict[str, list[float]] = {m: [] for m in MODES}
+    info: dict[str, dict] = {}
+    for rep in range(args.repeats):
+        for mode in MODES:
+            name = f"bench_signals_{mode}"
+            cmd = [sys.executable, str(ROOT / "mix_sampler.py"), "--config", args.config, "--force",
+                   "--log-level", "WARNING", "--set", f"run.name={name}", "--set", f"run.data_dir={out / 'data'}",
+                   "--set", f"run.reports_dir={out / 'reports'}", "--set", f"sampler.signals={mode}",
+                   *[x for o in args.overrides for x in ("--set", o)]]
+            subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+            art = out / "data" / name / "mixed_raw"
+            man = json.loads((art / "manifest.json").read_text())
+            walls[mode].append(man["wall_s"])
+            store = art / "signals"
+            meta = json.loads((store / "meta.json").read_text()) if store.is_dir() else {"rows": {}}
+            info[mode] = {"rows": sum(meta["rows"].values()),
+                          "store_bytes": sum(f.stat().st_size for f in store.glob("*")) if store.is_dir() else 0,
+                          "shards": sorted(f["sha256"] for f in man["outputs"]["files"] if f["path"].endswith(".arrow")),
+                          "docs": man["counters"]["docs"]}
+            print(f"repeat {rep + 1} {mode:<10} {man['wall_s']:7.1f} s", flush=True)
+    base = statistics.median(walls["none"])
+    print("\n| signals | stage-1 wall (median) | vs none | docs evaluated | store bytes | bytes per 1M docs |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for mode in MODES:
+        w = statistics.median(walls[mode])
+        i = info[mode]
+        per_m = i["store_bytes"] / i["rows"] * 1e6 if i["rows"] else 0
+        print(f"| {mode} | {w:.1f} s | {w / base:.2f}x | {i['rows']:,} | {i['store_bytes']:,} | {per_m / 1e6:,.0f} MB |")
+    same = len({tuple(i["shards"]) for i in info.values()}) == 1
+    print(f"\nkept documents identical across modes: {same} ({info['none']['docs']:,} docs)")
+
+
+if __name__ == "__main__":
+    main()
