@@ -1,7 +1,8 @@
-"""Train a fastText quality classifier (model + card + held-out report).
+"""Train a fastText quality classifier (model + card + held-out report); report what it did in a run.
 
     .venv/bin/python -m minideepseek.quality train --positives good.jsonl --negatives bad.jsonl --out models/q
-    .venv/bin/python -m minideepseek.quality train --config configs/quality_demo.yaml [--set fasttext.epoch=3]
+    .venv/bin/python -m minideepseek.quality train --config configs/quality/demo_classifier.yaml [--set fasttext.epoch=3]
+    .venv/bin/python -m minideepseek.quality report --config configs/demo_quality.yaml   # quality_report.md
 
 --config names a small YAML holding the keys of QualityTrainConfig (out, positives, negatives, text_field,
 group_field, run_dir, rule, label, held_out, seed, max_chars, threshold, fasttext: {...}); the flags and
@@ -43,6 +44,16 @@ def _train(args: argparse.Namespace) -> None:
           f"{cfg.out}/{REPORT}.md")
 
 
+def _report(args: argparse.Namespace) -> None:
+    from ..runconfig import load_stage_config
+    from ..sampling.config import MixSamplerConfig
+    from .report import write_quality_report
+
+    cfg = load_stage_config(MixSamplerConfig, args.config, args.overrides, quiet=True)
+    path = write_quality_report(cfg.run.run_dir, cfg.run.report_dir, cfg.run.name)
+    print(f"quality report: {path}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=".venv/bin/python -m minideepseek.quality", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -58,12 +69,18 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a key, e.g. --set fasttext.epoch=3 (repeatable)")
     t.add_argument("--log-level", default="INFO", metavar="LEVEL")
+    r = sub.add_parser("report", help="reports/<run>/quality_report.md from a run's signal store (signals: full)")
+    r.add_argument("--config", default="configs/demo_quality.yaml", help="the run's pipeline config")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--log-level", default="INFO", metavar="LEVEL")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
+    if args.command == "report":
+        return run_cli(_report, args, validate=False)
     # validate=False: --config is the trainer's own YAML, not a pipeline config
     return run_cli(_train, args, validate=False)
 
