@@ -102,6 +102,7 @@ class QualityTrainConfig:
     label: str = "hq"  # the positive label's name (DCLM's model uses hq / cc)
     negative_label: str = "cc"
     held_out: float = 0.2  # share of documents (whole groups) held out for the report
+    held_out_groups: tuple[str, ...] = ()  # or: exactly these groups held out (e.g. an unseen site to test on)
     seed: int = 1234
     max_chars: int = DEFAULT_MAX_CHARS  # the prefix scored (and trained on); the filter must use the same
     threshold: float = 0.5  # where precision/recall/F1 are read
@@ -241,10 +242,11 @@ def load_labeled(cfg: QualityTrainConfig) -> Labeled:
     return Labeled(out, inputs, counts)
 
 
-def split_by_group(docs: list[LabeledDoc], held_out: float, seed: int) -> tuple[list[LabeledDoc], list[LabeledDoc]]:
+def split_by_group(docs: list[LabeledDoc], held_out: float, seed: int,
+                   groups_named: tuple[str, ...] = ()) -> tuple[list[LabeledDoc], list[LabeledDoc]]:
     """(train, held_out): whole groups, in a seeded order, go to the held-out side until it holds at least
-    ``held_out`` of each class's documents (a group is only added while it brings a class still short).
-    No group is on both sides; both sides get both classes when the groups allow it."""
+    ``held_out`` of each class's documents (a group is only added while it brings a class still short), or
+    exactly ``groups_named``. No group is on both sides; both sides must get both classes."""
     groups: dict[str, list[int]] = {}
     for i, d in enumerate(docs):
         groups.setdefault(d.group, []).append(i)
@@ -253,19 +255,25 @@ def split_by_group(docs: list[LabeledDoc], held_out: float, seed: int) -> tuple[
                           "held-out split needs two or more: set group_field to a record field that names the "
                           "package or site, or give documents urls")
     names = sorted(groups)
-    order = [names[i] for i in rng_for(seed, "quality", "split").permutation(len(names))]
-    want = {y: held_out * sum(1 for d in docs if d.label == y) for y in (0, 1)}
-    have = {0: 0, 1: 0}
     held: set[str] = set()
-    for g in order:
-        short = {y for y in (0, 1) if have[y] < want[y]}
-        if not short:
-            break
-        labels = {docs[i].label for i in groups[g]}
-        if labels & short and len(held) < len(names) - 1:  # never hold out every group
-            held.add(g)
-            for i in groups[g]:
-                have[docs[i].label] += 1
+    if groups_named:
+        unknown = sorted(set(groups_named) - set(names))
+        if unknown:
+            raise ConfigError(f"quality train: held_out_groups {unknown} are not groups of the data; groups: {names}")
+        held = set(groups_named)
+    else:
+        order = [names[i] for i in rng_for(seed, "quality", "split").permutation(len(names))]
+        want = {y: held_out * sum(1 for d in docs if d.label == y) for y in (0, 1)}
+        have = {0: 0, 1: 0}
+        for g in order:
+            short = {y for y in (0, 1) if have[y] < want[y]}
+            if not short:
+                break
+            labels = {docs[i].label for i in groups[g]}
+            if labels & short and len(held) < len(names) - 1:  # never hold out every group
+                held.add(g)
+                for i in groups[g]:
+                    have[docs[i].label] += 1
     train = [d for d in docs if d.group not in held]
     test = [d for d in docs if d.group in held]
     for name, side in (("training", train), ("held-out", test)):

@@ -53,7 +53,7 @@ def train_model(cfg: QualityTrainConfig) -> dict[str, Any]:
     """The whole command: read, split, train, save, evaluate, report. Returns the card."""
     t0 = time.perf_counter()
     labeled = load_labeled(cfg)
-    train, held = split_by_group(labeled.docs, cfg.held_out, cfg.seed)
+    train, held = split_by_group(labeled.docs, cfg.held_out, cfg.seed, cfg.held_out_groups)
     log.info("quality train: %s documents (%s positive), %s groups; training on %s, holding out %s in %s groups",
              f"{len(labeled.docs):,}", f"{labeled.counts['positives']:,}", len({d.group for d in labeled.docs}),
              f"{len(train):,}", f"{len(held):,}", len({d.group for d in held}))
