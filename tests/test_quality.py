@@ -327,3 +327,30 @@ def test_demo_quality_config_stays_in_step_with_the_demo():
         {k: v for k, v in demo.items() if k not in ("run", "sources", "sampler")}
     trainer = yaml.safe_load((root / "quality" / "demo_classifier.yaml").read_text(encoding="utf-8"))
     assert web["filters"][-1]["model"] == f"{trainer['out']}/model.bin" and trainer["run_dir"] == "data/demo"
+
+
+def test_whatif_with_a_token_target_the_run_met_early(trained, docstrings):
+    """A numeric target stops reading at the quota; signals: full reads finite sources to the end of their
+    first pass, so a tighter rule that needs more documents is still predicted exactly."""
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+    from minideepseek.sampling.whatif import actual, predict
+
+    tmp = trained["tmp"] / "whatif_target"
+    tmp.mkdir()
+    model = str(trained["out"] / "model.bin")
+    chain = [{"type": "fineweb"}, {"type": "quality", "model": model, "threshold": 0.3}]
+    base = _whatif_config(tmp, docstrings[800:1200], model, "base", chain, target_tokens=6000)
+    assert mix_sampler.main(["--config", str(base)]) == 0
+    meta = json.loads((tmp / "data" / "base" / "mixed_raw" / "signals" / "meta.json").read_text())
+    assert meta["rows"] == {"web": 200, "notes": 200} and meta["sources"]["web"]["first_pass_read_to_end"]
+    pred = predict(load_stage_config(MixSamplerConfig, base, ["sources.web.filters.1.threshold=0.9"], quiet=True))
+    rerun = _whatif_config(tmp, docstrings[800:1200], model, "rerun", [chain[0], {**chain[1], "threshold": 0.9}],
+                           target_tokens=6000)
+    assert mix_sampler.main(["--config", str(rerun), "--force"]) == 0
+    real = actual(tmp / "data" / "rerun")
+    run = actual(tmp / "data" / "base")
+    for src in ("web", "notes"):
+        assert sorted(pred["sources"][src]["ids"]) == sorted(real[src]["ids"]), src
+        assert pred["sources"][src]["tokens"] == real[src]["tokens"], src
+    assert set(real["web"]["ids"]) - set(run["web"]["ids"]), "the rerun took documents the first run never kept"

@@ -299,7 +299,11 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         outcome = run_quotas(takers, weights, sc.target, sc.unit, sc.shortfall)
         _check_empty_after_sampling(cfg, takers, ingestion)
         if store is not None:
-            store.close(_store_meta(cfg, takers, weights))
+            # a finite source is read to the end of its first pass, so what-ifs that need more documents than
+            # the quota took are answerable (measured cost: bench/bench_signal_store.py); a stream is not
+            read_all = {n: t.drain_first_pass() if hasattr(sources[n], "spool_dir") else t.stats.unique_units is not None
+                        for n, t in takers.items()}
+            store.close(_store_meta(cfg, takers, weights, read_all))
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -313,14 +317,15 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
     return _Sampled(takers, outcome, ingestion, col.reject_counts, col.mods, col.examples, col.dup_ids, pilots)
 
 
-def _store_meta(cfg: MixSamplerConfig, takers: dict[str, Taker], weights: dict[str, float]) -> dict[str, Any]:
+def _store_meta(cfg: MixSamplerConfig, takers: dict[str, Taker], weights: dict[str, float],
+                read_all: dict[str, bool]) -> dict[str, Any]:
     """What the what-if planner needs besides the rows: how far each source was read, and the sampler."""
     sc = cfg.sampler
     return {"mode": sc.signals, "weights": weights,
             "sampler": {"unit": sc.unit, "target": sc.target, "shortfall": sc.shortfall, "batch_size": sc.batch_size,
                         "max_reject_fraction": sc.max_reject_fraction, "min_chars": sc.min_chars,
                         "max_chars": sc.max_chars},
-            "sources": {n: {"first_pass_read_to_end": t.stats.unique_units is not None, "max_epochs": t.max_epochs,
+            "sources": {n: {"first_pass_read_to_end": read_all[n], "max_epochs": t.max_epochs,
                             "epochs_started": t.stats.epochs_started} for n, t in takers.items()}}
 
 
