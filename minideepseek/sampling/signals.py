@@ -14,7 +14,8 @@ sampler settings). Columns:
     post_check   the length check on the chain's final text ("" passes)
     n_chars, n_tokens   of the chain's final text (n_tokens of dropped documents: ``full`` only)
 
-``full`` runs every rule on every document (no early exit) and counts the tokens of dropped documents,
+``full`` runs every rule on every document (no early exit), counts the tokens of dropped documents and
+reads a finite source (demo, local) to the end of its first pass after its quota is met,
 which is what :mod:`.whatif` needs to predict the kept set and the recipe fill of new thresholds;
 ``first_drop`` stores only what the early-exit chain measured (a cheap audit trail). The kept
 documents are the same in all three modes. Documents read but never evaluated (invalid records,

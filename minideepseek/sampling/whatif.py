@@ -15,8 +15,8 @@ It refuses (exit 2, naming why) what the store cannot answer, rather than guess:
 * a changed parameter that a filter does not re-decide (``DECIDE_KEYS``: quality.threshold,
   fineweb's three thresholds, langid.threshold), a filter added, a modifier (c4, pii) removed, a
   changed ``top_fraction`` (its pilot would move), or changed sources, extraction, length limits or seed;
-* a source whose new quota needs documents the run never read (it stopped at its quota), or a second
-  pass (upsampling): rerun stage 1 for those.
+* a source whose new quota needs documents the run never read (a streamed source stops at its quota;
+  finite ones are read to the end of their first pass), or a second pass (upsampling): rerun stage 1.
 Not done yet: ``--apply`` (writing the new artifact from the store and the raw records).
 """
 
