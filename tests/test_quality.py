@@ -269,6 +269,17 @@ def test_whatif_equals_a_rerun_for_loosen_tighten_and_drop(trained, docstrings):
     assert all(r["verdict_1"] is not None for r in store), "full: the quality rule ran after fineweb dropped"
     assert all(r["n_tokens"] for r in store), "full: dropped documents' tokens counted too"
     run = actual(tmp / "data" / "base")
+    # the quality report reads the same store: every scored document lands in one decile and one cell
+    from minideepseek.quality.report import build_quality_report, quality_markdown
+
+    rep = build_quality_report(tmp / "data" / "base", "base")["sources"]
+    assert [r["source"] for r in rep] == ["web"] and rep[0]["scored"] == 200
+    assert sum(d["docs"] for d in rep[0]["deciles"]) == 200 == sum(rep[0]["agreement"].values())
+    assert sum(d["kept"] for d in rep[0]["deciles"]) == run["web"]["docs"]
+    model_only = sum(1 for r in store if r["verdict_0"] == "" and r["verdict_1"] == "quality_low_score")
+    assert rep[0]["agreement"]["model_drops_rules_keep"] == model_only > 0
+    assert "Dropped by the model, kept by every rule" in quality_markdown({"run": "base", "signals": "full",
+                                                                          "sources": rep})
     unchanged = predict(load_stage_config(MixSamplerConfig, base, quiet=True))
     assert {n: sorted(v["ids"]) for n, v in unchanged["sources"].items()} == {n: sorted(v["ids"]) for n, v in run.items()}
 

@@ -4,7 +4,8 @@
 
 Needs a stage-1 artifact built with ``sampler.signals: full`` (every rule scored every document). Per
 source with a ``quality`` filter: the score histogram by decile (documents, kept by the run), three
-example documents per decile, the share kept at each threshold from 0.1 to 0.9 (of every scored
+example documents per decile (with how many are in the run's output: the quota may stop short of
+every document that passed), the share kept at each threshold from 0.1 to 0.9 (of every scored
 document, and of those the rule filters keep), and the model against the rules: documents the model
 dropped that every rule kept, and the reverse, with examples. Snippets come from the kept documents'
 text or ``rejects.jsonl`` (first 200 characters, PII-redacted, as the filter report quotes them).
@@ -23,17 +24,19 @@ from ..pipeline import MIXED_RAW
 EXAMPLES = 3
 
 
-def _snippets(art: Path) -> dict[str, str]:
+def _snippets(art: Path) -> tuple[dict[str, str], set[str]]:
+    """First 200 characters per document id (kept: the artifact; dropped: rejects.jsonl), and the kept ids."""
     from ..arrow_io import iter_dataset_rows
 
     out = {r["id"]: r["text"][:200] for r in iter_dataset_rows(art, ["id", "text"])}
+    kept = set(out)
     rej = art / "rejects.jsonl"
     if rej.is_file():
         for line in rej.read_text(encoding="utf-8").splitlines():
             r = json.loads(line)
             if r.get("id") and r.get("kind") == "filtered":
                 out.setdefault(r["id"], r.get("snippet", "")[:200])
-    return out
+    return out, kept
 
 
 def build_quality_report(run_dir: Path, run_name: str) -> dict[str, Any]:
@@ -41,7 +44,7 @@ def build_quality_report(run_dir: Path, run_name: str) -> dict[str, Any]:
 
     art = run_dir / MIXED_RAW
     meta, tables = read_store(art)
-    snippets = _snippets(art)
+    snippets, in_artifact = _snippets(art)
     sources = []
     for name, chain in meta["chains"].items():
         qi = [i for i, f in enumerate(chain) if f.get("type") == "quality"]
@@ -57,7 +60,7 @@ def build_quality_report(run_dir: Path, run_name: str) -> dict[str, Any]:
             score = json.loads(r["signals"])[key]
             rules_keep = all(r[f"verdict_{i}"] == "" for i in others)
             docs.append({"id": r["id"], "url": r["url"], "score": score, "model_keep": r[f"verdict_{q}"] == "",
-                         "rules_keep": rules_keep, "kept": r["chain_keep"] and not r["post_check"]})
+                         "rules_keep": rules_keep, "kept": r["id"] in in_artifact})
         deciles = []
         for b in range(10):
             lo, hi = b / 10, (b + 1) / 10
@@ -103,7 +106,7 @@ def quality_markdown(rep: dict[str, Any]) -> str:
         lines += [f"## {md_text(s['source'])}", "",
                   f"{s['scored']:,} documents scored; {rule}: the model keeps {s['kept_by_model']:,} "
                   f"({s['kept_by_model'] / max(1, s['scored']):.1%}).", "",
-                  "| score decile | docs | kept by the run |", "|---|---:|---:|"]
+                  "| score decile | docs | in the run's output |", "|---|---:|---:|"]
         lines += [f"| {d['bin']} | {d['docs']:,} | {d['kept']:,} |" for d in s["deciles"]]
         lines += ["", "Kept share against the threshold:", "",
                   "| threshold | of all scored | of those the rules keep |", "|---:|---:|---:|"]
