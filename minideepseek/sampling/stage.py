@@ -301,8 +301,8 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         if store is not None:
             # a finite source is read to the end of its first pass, so what-ifs that need more documents than
             # the quota took are answerable (measured cost: bench/bench_signal_store.py); a stream is not
-            read_all = {n: t.drain_first_pass() if hasattr(sources[n], "spool_dir") else t.stats.unique_units is not None
-                        for n, t in takers.items()}
+            read_all = {n: t.drain_first_pass() if sc.signals == "full" and hasattr(sources[n], "spool_dir")
+                        else t.stats.unique_units is not None for n, t in takers.items()}
             store.close(_store_meta(cfg, takers, weights, read_all))
     finally:
         if pool is not None:
