@@ -320,6 +320,22 @@ def test_signal_store_leaves_the_kept_documents_unchanged(trained, docstrings):
         has_store = (tmp / "data" / mode / "mixed_raw" / "signals" / "meta.json").is_file()
         assert has_store == (mode != "none")
     assert shas["none"] == shas["first_drop"] == shas["full"]
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+    from minideepseek.sampling.whatif import NeedsRerun, predict
+
+    with pytest.raises(ConfigError, match="sampler.signals=full"):  # no store at all
+        predict(load_stage_config(MixSamplerConfig, tmp / "none.yaml", quiet=True))
+    with pytest.raises(NeedsRerun, match="first_drop"):  # a store that stopped at the deciding rule
+        predict(load_stage_config(MixSamplerConfig, tmp / "first_drop.yaml", quiet=True))
+
+
+def test_train_cli_errors_name_the_fix(tmp_path, capsys):
+    assert quality_main(["train", "--out", str(tmp_path / "m")]) == 2
+    assert "--positives" in capsys.readouterr().err
+    missing = str(tmp_path / "none.jsonl")
+    assert quality_main(["train", "--positives", missing, "--negatives", missing, "--out", str(tmp_path / "m")]) == 2
+    assert "not found" in capsys.readouterr().err
 
 
 def test_demo_quality_config_stays_in_step_with_the_demo():
