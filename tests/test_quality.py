@@ -381,3 +381,24 @@ def test_whatif_with_a_token_target_the_run_met_early(trained, docstrings):
         assert sorted(pred["sources"][src]["ids"]) == sorted(real[src]["ids"]), src
         assert pred["sources"][src]["tokens"] == real[src]["tokens"], src
     assert set(real["web"]["ids"]) - set(run["web"]["ids"]), "the rerun took documents the first run never kept"
+
+
+def test_whatif_chain_alignment_refuses_what_it_cannot_answer():
+    from minideepseek.sampling.whatif import NeedsRerun, _plan_chain
+
+    q = {"type": "quality", "model": "m.bin", "top_fraction": 0.3}
+    stored = [{"type": "fineweb"}, {**q, "pilot_threshold": 0.71}, {"type": "pii"}]
+    steps = _plan_chain("web", stored, ({"type": "fineweb"}, q, {"type": "pii"}))
+    assert [(st.stored, st.cfg) for st in steps] == [(0, None), (1, None), (2, None)], "pilot threshold is not a change"
+    with pytest.raises(NeedsRerun, match="pilot"):  # loosening a rule before a top_fraction moves its pilot
+        _plan_chain("web", stored, ({"type": "fineweb", "line_punct_thr": 0.05}, q, {"type": "pii"}))
+    with pytest.raises(NeedsRerun, match="pilot"):
+        _plan_chain("web", stored, (q, {"type": "pii"}))
+    with pytest.raises(NeedsRerun, match="rewrite the text"):  # pii is a modifier
+        _plan_chain("web", stored, ({"type": "fineweb"}, q))
+    with pytest.raises(NeedsRerun, match="change what is measured"):
+        _plan_chain("web", [{"type": "fineweb"}], ({"type": "fineweb", "short_line_length": 10},))
+    with pytest.raises(NeedsRerun, match="new filter"):
+        _plan_chain("web", [{"type": "fineweb"}], ({"type": "fineweb"}, {"type": "pii"}))
+    steps = _plan_chain("web", [{"type": "fineweb"}], ({"type": "fineweb", "line_punct_thr": 0.05},))
+    assert steps[0].cfg.line_punct_thr == 0.05

@@ -6,7 +6,8 @@ order) and ``mixed_raw/signals/meta.json`` (each source's resolved chain, how fa
 sampler settings). Columns:
 
     position     0-based place in the source's epoch-1 sampling order (among evaluated documents)
-    id, source_id, url, file, line, offset      the document and the raw record's location
+    id, source_id, url, file, line, offset      the document (its id before stage 1 makes an id a source
+                 reused unique with ``~k``) and the raw record's location
     chain_keep   the chain's decision; filter, reason: the deciding rule when dropped
     verdict_<i>  filter i's own verdict: its drop reason, "" kept, null when it did not run
     signals      every measured value as JSON (keys differ per document, e.g. ``langid_skipped``);

@@ -78,6 +78,15 @@ def _plan_chain(source: str, stored: list[dict[str, Any]], new: tuple[dict[str, 
         i += 1
     for k in range(i, len(stored)):
         _removable(source, stored[k], k)
+    # a top_fraction's threshold comes from a pilot of the documents that pass the filters before it: any
+    # change there moves the pilot, so its stored threshold no longer holds
+    tops = [k for k, f in enumerate(stored) if f.get("type") == "quality" and f.get("top_fraction") is not None]
+    if tops:
+        kept_before = [st.stored for st in steps if st.stored < tops[0]]
+        changed_before = [st.kind for st in steps if st.stored < tops[0] and st.cfg is not None]
+        if changed_before or len(kept_before) != tops[0]:
+            raise NeedsRerun(f"sources.{source}: a filter before the quality top_fraction changed, which moves its "
+                             "pilot threshold; rerun stage 1")
     return steps
 
 
