@@ -6,8 +6,8 @@ Runs stage 1 (``mix_sampler.py --force``) once untimed (warm-up: the first run o
 cold page cache and was the slowest in every series), then once per mode and repeat, interleaved and
 in reversed order every other repeat (none, first_drop, full, full, first_drop, none, ...) so machine
 load drifts hit every mode alike, each in its own run directory under bench/out/signal_store/. Reads
-each run's manifest (``wall_s``), the CPU seconds of the run's whole process tree (getrusage of reaped
-children: less sensitive than wall to other jobs on a shared machine) and the store's bytes, and prints
+each run's manifest (``wall_s``), the CPU seconds of the run's whole process tree (polled with psutil:
+less sensitive than wall to other jobs on a shared machine) and the store's bytes, and prints
 per mode: the median wall and CPU, their ratios to ``none``, the documents evaluated (store rows), the
 store's bytes and bytes per 1M evaluated documents; and checks that the kept documents (the .arrow
 shards) are identical.
@@ -17,14 +17,38 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("none", "first_drop", "full")
+
+
+def _tree_cpu(proc: subprocess.Popen) -> float:
+    """CPU seconds (user + system) of ``proc`` and every process under it, polled every 0.2 s: the pool's
+    workers live under a forkserver that is never waited for, so getrusage(RUSAGE_CHILDREN) misses them.
+    A process's last < 0.2 s are missed; the same for every mode."""
+    import psutil
+
+    seen: dict[int, float] = {}
+    root = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            for p in [root, *root.children(recursive=True)]:
+                try:
+                    t = p.cpu_times()
+                    seen[p.pid] = t.user + t.system
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        time.sleep(0.2)
+    if proc.returncode:
+        raise SystemExit(f"stage 1 failed (exit {proc.returncode})")
+    return sum(seen.values())
 
 
 def main() -> None:
@@ -44,10 +68,8 @@ def main() -> None:
                "--log-level", "WARNING", "--set", f"run.name={name}", "--set", f"run.data_dir={out / 'data'}",
                "--set", f"run.reports_dir={out / 'reports'}", "--set", f"sampler.signals={mode}",
                *[x for o in args.overrides for x in ("--set", o)]]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+        return _tree_cpu(proc)
 
     run("none", "bench_signals_warmup")
     for rep in range(args.repeats):
