@@ -66,7 +66,7 @@ def test_help_examples_parse_and_load(script: str, monkeypatch: pytest.MonkeyPat
             from minideepseek.dashboard.drift import Thresholds
 
             args = mod.parse_args(argv)
-            assert args.cmd in ("show", "compare", "bill")
+            assert args.cmd in ("show", "compare", "bill", "blame", "whatif")
             Thresholds.parse(args.threshold)
             if args.cmd == "bill":  # its assumptions validate (keep rates, exponents' stage names)
                 from minideepseek.bill import BillAssumptions

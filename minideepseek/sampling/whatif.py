@@ -3,6 +3,7 @@ recipe, without re-running stage 1.
 
     .venv/bin/python -m minideepseek.sampling.whatif --config C --set sources.web.filters.0.threshold=0.7
     .venv/bin/python -m minideepseek.sampling.whatif --config C --drop-filter web:1 --json /tmp/whatif.json
+    .venv/bin/python report.py whatif --config C --set ...     # the same command
 
 The run must have been built with ``sampler.signals: full``. The prediction re-decides every stored
 document with the filters' own ``decide`` functions (the code stage 1 runs, so a prediction cannot
@@ -222,35 +223,33 @@ def table(pred: dict[str, Any], run: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def run_whatif(a: argparse.Namespace) -> None:
+    """Predict, print the table against the run, and write --json."""
+    drop: dict[str, set[int]] = {}
+    for item in a.drop_filter:
+        name, _, idx = item.partition(":")
+        if not idx.isdigit():
+            raise ConfigError(f"--drop-filter {item!r}: use SOURCE:INDEX, e.g. web:1")
+        drop.setdefault(name, set()).add(int(idx))
+    cfg = load_stage_config(MixSamplerConfig, a.config, a.overrides, quiet=True)
+    pred = predict(cfg, drop)
+    print(table(pred, actual(cfg.run.run_dir)))
+    if a.json:
+        Path(a.json).write_text(json.dumps(pred, indent=1), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..cli import run_cli, setup_logging
 
     p = argparse.ArgumentParser(prog=".venv/bin/python -m minideepseek.sampling.whatif", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default="configs/demo.yaml")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="the change to predict, e.g. --set sources.web.filters.0.threshold=0.7 (repeatable)")
-    p.add_argument("--drop-filter", action="append", default=[], metavar="SOURCE:INDEX",
-                   help="predict without filter INDEX (0-based) of SOURCE's chain (repeatable)")
-    p.add_argument("--json", default=None, help="also write the prediction (with kept ids) here")
+    from .whatif_cli import add_whatif_args
+
+    add_whatif_args(p)
     p.add_argument("--log-level", default="WARNING")
     args = p.parse_args(argv)
     setup_logging(args.log_level)
-
-    def run(a: argparse.Namespace) -> None:
-        drop: dict[str, set[int]] = {}
-        for item in a.drop_filter:
-            name, _, idx = item.partition(":")
-            if not idx.isdigit():
-                raise ConfigError(f"--drop-filter {item!r}: use SOURCE:INDEX, e.g. web:1")
-            drop.setdefault(name, set()).add(int(idx))
-        cfg = load_stage_config(MixSamplerConfig, a.config, a.overrides, quiet=True)
-        pred = predict(cfg, drop)
-        print(table(pred, actual(cfg.run.run_dir)))
-        if a.json:
-            Path(a.json).write_text(json.dumps(pred, indent=1), encoding="utf-8")
-
-    return run_cli(run, args, validate=False)
+    return run_cli(run_whatif, args, validate=False)
 
 
 if __name__ == "__main__":
