@@ -329,6 +329,23 @@ def test_signal_store_leaves_the_kept_documents_unchanged(trained, docstrings):
     with pytest.raises(NeedsRerun, match="first_drop"):  # a store that stopped at the deciding rule
         predict(load_stage_config(MixSamplerConfig, tmp / "first_drop.yaml", quiet=True))
 
+    # a withdrawal's edit: the document's row leaves the new copy; the old artifact's files are untouched
+    import pyarrow.parquet as pq
+
+    from minideepseek.sampling.signals import filter_store
+    from minideepseek.withdraw.rewrite import copy_artifact
+
+    src, dst = tmp / "data" / "full" / "mixed_raw", tmp / "edited"
+    gone = next(iter_dataset_rows(src, ["id"]))["id"]
+    before = {p.name: _sha(p) for p in (src / "signals").iterdir()}
+    copy_artifact(src, dst, set())  # hard links, as a withdrawal makes them
+    assert filter_store(src, dst, {gone}) == 1
+    assert {p.name: _sha(p) for p in (src / "signals").iterdir()} == before
+    source = gone.split("/", 1)[0]
+    assert gone not in pq.read_table(str(dst / "signals" / f"{source}.parquet")).column("id").to_pylist()
+    meta_old = json.loads((src / "signals" / "meta.json").read_text())
+    assert json.loads((dst / "signals" / "meta.json").read_text())["rows"][source] == meta_old["rows"][source] - 1
+
 
 def test_train_cli_errors_name_the_fix(tmp_path, capsys):
     assert quality_main(["train", "--out", str(tmp_path / "m")]) == 2

@@ -21,8 +21,7 @@ which is what :mod:`.whatif` needs to predict the kept set and the recipe fill o
 ``first_drop`` stores only what the early-exit chain measured (a cheap audit trail). The kept
 documents are the same in all three modes. Documents read but never evaluated (invalid records,
 withdrawn ones) are not rows: no parameter of a filter can bring them back. A withdrawal
-(withdraw.py) does not edit this table: a withdrawn document's id and url stay in it until stage 1
-is rebuilt.
+(withdraw.py) removes the withdrawn documents' rows (:func:`filter_store`).
 """
 
 from __future__ import annotations
@@ -101,6 +100,36 @@ class SignalStore:
         write_json_atomic(self.root / META, {**meta, "chains": {n: list(c) for n, c in self.chains.items()},
                                              "rows": self._count})
         return dict(self._count)
+
+
+def filter_store(src: Path, dst: Path, ids: set[str]) -> int:
+    """A withdrawal's edit of the store (withdraw/hooks.py): ``dst`` (the artifact's new directory, where
+    the store's files were hard-linked) gets every source's table without the rows of ``ids`` (documents'
+    base ids; a source id stage 1 made unique with ``~k`` matches too) and meta.json's row counts updated.
+    Returns the rows removed. The rebuilt stage 1 stores no row for a withdrawn document either, so
+    what-ifs on the edited store still equal a rerun."""
+    root = src / STORE_DIR
+    if not (root / META).is_file():
+        return 0
+    meta = json.loads((root / META).read_text(encoding="utf-8"))
+    drop = pa.array(sorted(ids), pa.string())
+    removed = 0
+    for name in meta["chains"]:
+        table = pq.read_table(str(root / f"{name}.parquet"))
+        ids_col = pa.compute.replace_substring_regex(table.column("id"), r"~\d+$", "")
+        mask = pa.compute.is_in(ids_col, value_set=drop)
+        n = pa.compute.sum(mask).as_py() or 0
+        if not n:
+            continue
+        removed += n
+        meta["rows"][name] -= n
+        out = dst / STORE_DIR / f"{name}.parquet"
+        out.unlink(missing_ok=True)  # a hard link to the old artifact's file: never write through it
+        pq.write_table(table.filter(pa.compute.invert(mask)), str(out), compression="zstd")
+    if removed:
+        (dst / STORE_DIR / META).unlink(missing_ok=True)
+        write_json_atomic(dst / STORE_DIR / META, meta)
+    return removed
 
 
 def read_store(artifact: Path) -> tuple[dict[str, Any], dict[str, pa.Table]]:

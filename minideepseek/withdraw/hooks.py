@@ -45,6 +45,9 @@ def remove_from_mixed_raw(w: Withdrawal, c: EditContext, ed: ArtifactEdit, man: 
     ids, bases, entry, docs = c.ids, c.bases, c.entry, c.docs
     present = w.present(MIXED_RAW, ids)
     shards = filter_dataset(w.run_dir / MIXED_RAW, tmp, ids)  # reports linked, then replaced by refresh
+    from ..sampling.signals import filter_store
+
+    filter_store(w.run_dir / MIXED_RAW, tmp, bases)  # the signal store (sampler.signals), when there is one
     refresh_mixed_raw(tmp, bases, entry)
     per = json.loads(json.dumps(man["counters"]["per_source"]))
     for d in docs:
