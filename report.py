@@ -8,6 +8,8 @@
     .venv/bin/python report.py bill demo --filter-keep 0.1 --cores 2 --cores 512 --exponent mixed_dedup=1.1
     .venv/bin/python report.py blame demo --step 40            # reports/demo/blame/: step 40's documents, verified
     .venv/bin/python report.py blame demo --doc ID             # every step that trained document ID, and why not
+    .venv/bin/python report.py whatif --config configs/demo_quality.yaml --set sources.fineweb_edu.filters.7.threshold=0.8
+                                                               # stage 1 under new thresholds, from its signal store
 
 A RUN is a run name (reports/<name>, with data/<name> for stage wall times when present) or a path to
 a run's report directory. Only reports and manifests are read, never the raw data. The HTML page is
@@ -27,6 +29,7 @@ from minideepseek.dashboard.collect import collect
 from minideepseek.dashboard.drift import Thresholds, drift_flags
 from minideepseek.dashboard.render import markdown, page
 from minideepseek.fsio import write_json_atomic, write_text_atomic
+from minideepseek.sampling.whatif_cli import add_whatif_args
 from minideepseek.train.blame_cli import add_blame_parser, blame_main
 
 log = logging.getLogger("report")
@@ -44,6 +47,11 @@ def _main(args: argparse.Namespace) -> int:
         return bill_main(args, *_run_dirs(args.run, Path(args.reports_dir), Path(args.data_dir)))
     if args.cmd == "blame":
         return blame_main(args, *_run_dirs(args.run, Path(args.reports_dir), Path(args.data_dir)))
+    if args.cmd == "whatif":
+        from minideepseek.sampling.whatif import run_whatif
+
+        run_whatif(args)
+        return 0
     names = [args.run] if args.cmd == "show" else [args.run_a, args.run_b]
     runs = [collect(*_run_dirs(n, Path(args.reports_dir), Path(args.data_dir))) for n in names]
     th = Thresholds.parse(args.threshold)
@@ -92,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(c, sub=True)
     add_bill_parser(sub, _add_common)
     add_blame_parser(sub, _add_common)
+    w = sub.add_parser("whatif", help="predict stage 1 under new thresholds from a run's signal store "
+                       "(sampler.signals: full), without re-running it")
+    add_whatif_args(w)
     return p
 
 

@@ -199,6 +199,10 @@ def _identity(obj: Any) -> Any:
     they change how a stage runs, not what it produces, so they must not make it stale."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         skip = set(getattr(obj, "EXEC_ONLY", ()))
+        # a key added later whose default changes nothing (``HASH_OMIT_DEFAULT``) is hashed only when set
+        # otherwise, so existing runs do not turn stale the day it lands
+        skip |= {n for n in getattr(obj, "HASH_OMIT_DEFAULT", ())
+                 if getattr(obj, n) == next(f.default for f in dataclasses.fields(obj) if f.name == n)}
         return {f.name: _identity(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name not in skip}
     if isinstance(obj, (list, tuple)):
         return [_identity(v) for v in obj]

@@ -97,11 +97,13 @@ class Reject:
     file: str = ""
     line: int | None = None  # 1-based
     offset: int | None = None  # bytes
+    # stage 1 with sampler.signals: the document's signal-store row (sampling/signals.py); not in rejects.jsonl
+    store: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         # A reject may carry the very characters it was rejected for (lone surrogates): escape them, so
         # writing rejects.jsonl never fails on the record it reports.
-        return json.dumps({k: _safe(v) for k, v in self.__dict__.items()}, ensure_ascii=False)
+        return json.dumps({k: _safe(v) for k, v in self.__dict__.items() if k != "store"}, ensure_ascii=False)
 
 
 def _safe(v: Any) -> Any:

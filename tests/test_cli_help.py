@@ -66,7 +66,7 @@ def test_help_examples_parse_and_load(script: str, monkeypatch: pytest.MonkeyPat
             from minideepseek.dashboard.drift import Thresholds
 
             args = mod.parse_args(argv)
-            assert args.cmd in ("show", "compare", "bill", "blame")
+            assert args.cmd in ("show", "compare", "bill", "blame", "whatif")
             if args.cmd == "blame":  # exactly one question: a step (>= 1) or a document id
                 assert (args.step is None) != (args.doc is None) and (args.step is None or args.step >= 1)
             Thresholds.parse(args.threshold)

@@ -4,6 +4,7 @@ from . import (  # noqa: F401  (registration side effects)
     code,
     langid,
     pii,
+    quality,
     text_rules,  # noqa: F401
     url,
 )

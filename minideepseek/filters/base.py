@@ -22,6 +22,9 @@ class FilterResult:
     signals: dict[str, Any] = field(default_factory=dict)  # measured values, JSON-able scalars
     text: str | None = None  # modifiers: the new text (None = unchanged)
     counts: dict[str, int] = field(default_factory=dict)  # modifiers: e.g. {"lines_removed": 3}
+    # exact values behind rounded ``signals`` (the signal store keeps these, so a decision recomputed from
+    # the store by the filter's ``decide`` is the filter's own); empty: ``signals`` are exact
+    measured: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,13 @@ class DocFilter(Protocol):
     def __init__(self, cfg: Any) -> None: ...
 
     def __call__(self, text: str, ctx: DocContext) -> FilterResult: ...
+
+
+# A filter whose verdict is a pure function of what it measured also has
+#     @staticmethod
+#     def decide(signals: dict[str, Any], cfg: Config) -> str   # the drop reason, "" to keep
+# and calls it itself in ``__call__``. The what-if planner (sampling/whatif.py) re-decides stored signals
+# with new parameters through it, so a prediction and a rerun run the same decision code.
 
 
 FILTERS: dict[str, type] = {}

@@ -9,9 +9,11 @@
           - {type: c4, filter_no_terminal_punct: false}   # FineWeb's setting
           - {type: pii}
 
-Filters run in the listed order; the first drop ends the chain (later filters do not run, so the
-report attributes each dropped document to exactly one rule). Modifiers (c4 line removal, pii)
-rewrite the text seen by the filters after them.
+Filters run in the listed order; the first drop decides (the report attributes each dropped document
+to exactly one rule). By default it also ends the chain; with ``full=True`` (``sampler.signals: full``)
+every later filter still runs, so the signal store has every rule's signal and verdict for every
+document (the decision is the same either way). Modifiers (c4 line removal, pii) rewrite the text seen
+by the filters after them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class ChainOutcome:
     signals: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)  # "filter.count_name" -> n, for kept docs
     modified_by: list[str] = field(default_factory=list)
+    verdicts: list[str | None] = field(default_factory=list)  # per filter: its drop reason, "" kept, None not run
+    measured: dict[str, Any] = field(default_factory=dict)  # exact values behind rounded signals
 
 
 class FilterChain:
@@ -49,21 +53,27 @@ class FilterChain:
     def names(self) -> list[str]:
         return [f.name for f in self.filters]
 
-    def __call__(self, text: str, ctx: DocContext) -> ChainOutcome:
-        out = ChainOutcome(text=text, keep=True)
-        for f in self.filters:
+    def __call__(self, text: str, ctx: DocContext, full: bool = False) -> ChainOutcome:
+        out = ChainOutcome(text=text, keep=True, verdicts=[None] * len(self.filters))
+        for i, f in enumerate(self.filters):
             res = f(out.text, ctx)
             out.signals.update(res.signals)
+            out.measured.update(res.measured)
             if res.text is not None and res.text != out.text:
                 out.text = res.text
                 out.modified_by.append(f.name)
-            for k, v in res.counts.items():
-                if v:
-                    out.counts[f"{f.name}.{k}"] = out.counts.get(f"{f.name}.{k}", 0) + v
-            if not res.keep:
+            if out.keep:  # a dropped document's later modifications are not counted as the kept docs' changes
+                for k, v in res.counts.items():
+                    if v:
+                        out.counts[f"{f.name}.{k}"] = out.counts.get(f"{f.name}.{k}", 0) + v
+            out.verdicts[i] = res.reason if not res.keep else ""
+            if not res.keep and out.keep:
                 out.keep, out.filter, out.reason = False, f.name, res.reason
-                return out
             if not out.text.strip():
-                out.keep, out.filter, out.reason = False, f.name, "empty_after_filter"
+                out.verdicts[i] = out.verdicts[i] or "empty_after_filter"
+                if out.keep:
+                    out.keep, out.filter, out.reason = False, f.name, "empty_after_filter"
+                return out  # nothing left to measure
+            if not out.keep and not full:
                 return out
         return out

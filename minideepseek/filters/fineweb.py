@@ -79,7 +79,18 @@ class FineWebQuality:
         if not lines:
             return FilterResult(keep=False, reason="fineweb_empty", signals={"fineweb_lines": 0})
         s = self.measure(lines)
-        c = self.cfg
+        reason = self.decide(s, self.cfg)
+        signals = {k: round(v, 4) if isinstance(v, float) else v for k, v in s.items()}
+        return FilterResult(keep=not reason, reason=reason, signals=signals, measured=s)
+
+    DECIDE_KEYS: ClassVar[tuple[str, ...]] = ("line_punct_thr", "short_line_thr", "char_duplicates_ratio")
+
+    @staticmethod
+    def decide(s: dict[str, float | int], c: FineWebConfig) -> str:
+        """The first failing rule on the measured (unrounded) ratios; "" keeps. An empty document
+        (``fineweb_lines`` 0) is dropped before measuring and never re-decided."""
+        if not s.get("fineweb_lines"):
+            return "fineweb_empty"
         checks = (
             (c.line_punct_thr is not None and s["fineweb_line_punct_ratio"] <= c.line_punct_thr,
              "fineweb_line_punct_ratio"),
@@ -88,9 +99,7 @@ class FineWebQuality:
             (c.char_duplicates_ratio is not None and s["fineweb_char_dup_ratio"] >= c.char_duplicates_ratio,
              "fineweb_char_dup_ratio"),
         )
-        reason = next((r for failed, r in checks if failed), "")
-        signals = {k: round(v, 4) if isinstance(v, float) else v for k, v in s.items()}
-        return FilterResult(keep=not reason, reason=reason, signals=signals)
+        return next((r for failed, r in checks if failed), "")
 
     def measure(self, lines: list[str]) -> dict[str, float | int]:
         """The three ratios (unrounded) over the non-blank, stripped lines."""

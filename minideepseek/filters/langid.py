@@ -296,7 +296,7 @@ class LangIdFilter:
                 signals["langid_on"] = "prose"
         if not scored.strip():
             signals.update(lang="", lang_score=0.0, lang_expected_score=0.0)
-            return FilterResult(keep=False, reason="lang_low_score", signals=signals)
+            return FilterResult(keep=False, reason="lang_low_score", signals=signals, measured={"langid_empty": True})
         sc = scores(scored, cfg.max_chars) or {"": 0.0}
         top_label, top_score = max(sc.items(), key=lambda kv: (kv[1], kv[0]))
         best_lang = max(cfg.languages, key=lambda lg: sc.get(lg, 0.0))
@@ -307,7 +307,20 @@ class LangIdFilter:
             lang_expected=best_lang,
             lang_expected_score=round(best, 4),
         )
-        if best >= cfg.threshold:
-            return FilterResult(keep=True, signals=signals)
-        reason = "lang_low_score" if top_label in self._expected else "lang_not_expected"
-        return FilterResult(keep=False, reason=reason, signals=signals)
+        measured = {"lang_expected_score": best}
+        reason = self.decide({**signals, **measured}, cfg)
+        return FilterResult(keep=not reason, reason=reason, signals=signals, measured=measured)
+
+    # what the what-if planner may change: the threshold only (other keys change what is measured)
+    DECIDE_KEYS: ClassVar[tuple[str, ...]] = ("threshold",)
+
+    @staticmethod
+    def decide(s: dict[str, Any], cfg: LangIdConfig) -> str:
+        """Keep when the best expected language reaches the threshold (exact score, not the rounded one)."""
+        if s.get("langid_skipped"):
+            return ""
+        if s.get("langid_empty"):
+            return "lang_low_score"
+        if s["lang_expected_score"] >= cfg.threshold:
+            return ""
+        return "lang_low_score" if s["lang"] in cfg.languages else "lang_not_expected"

@@ -14,6 +14,7 @@ from ..sources.config import SourceConfig, check_recipe
 @dataclass(frozen=True)
 class SamplerConfig:
     EXEC_ONLY: ClassVar[tuple[str, ...]] = ("num_proc", "batch_size", "strict")
+    HASH_OMIT_DEFAULT: ClassVar[tuple[str, ...]] = ("signals",)  # runs from before the store keep their hash
 
     # The target, in one of two units. "all": as much as the sources hold at the recipe's weights (every
     # source read to the end, up to max_epochs passes, then the mix scaled to its scarcest source, as
@@ -30,6 +31,11 @@ class SamplerConfig:
     # A source with no document after ingestion (every record rejected, every file broken, filters drop
     # all): "error" stops the stage naming the reasons; "skip" runs without it and reports it.
     empty_source: Literal["error", "skip"] = "error"
+    # The signal store (mixed_raw/signals/, Parquet): "none" (default: no store); "first_drop" records the
+    # signals the chain measured up to its deciding rule; "full" runs every rule on every document read (no early exit) and
+    # counts the tokens of dropped documents too, so `python -m minideepseek.sampling.whatif` can predict a
+    # new threshold's kept set and recipe fill without re-running stage 1. Kept documents are the same.
+    signals: Literal["none", "first_drop", "full"] = "none"
     token_counter: str = "deepseek"  # or a path to a tokenizer.json
     min_chars: int = 1
     max_chars: int = 2_000_000

@@ -17,7 +17,8 @@ from .quota import Taker
 
 
 def build_filter_report(cfg: MixSamplerConfig, takers: dict[str, Taker], realized: dict[str, Counter],
-                        mods: dict[str, Counter], examples: dict[str, dict[tuple[str, str], list[dict]]]) -> dict[str, Any]:
+                        mods: dict[str, Counter], examples: dict[str, dict[tuple[str, str], list[dict]]],
+                        pilots: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     sources = []
     for s in cfg.sources:
         st = takers[s.name].stats
@@ -31,7 +32,9 @@ def build_filter_report(cfg: MixSamplerConfig, takers: dict[str, Taker], realize
         dropped = sum(st.filtered.values())
         for entry in by_filter.values():
             entry["drop_rate"] = round(entry["dropped"] / st.evaluated, 6) if st.evaluated else 0.0
+        entry_pilot = _pilot_entry((pilots or {}).get(s.name), chain, st.evaluated, st.filtered)
         sources.append({
+            **({"quality_pilot": entry_pilot} if entry_pilot else {}),
             "source": s.name,
             "chain": chain,
             "evaluated": st.evaluated,
@@ -46,6 +49,19 @@ def build_filter_report(cfg: MixSamplerConfig, takers: dict[str, Taker], realize
             "totals": {"evaluated": sum(x["evaluated"] for x in sources), "dropped": sum(x["dropped"] for x in sources)}}
 
 
+def _pilot_entry(pilot: dict[str, Any] | None, chain: list[str], evaluated: int,
+                 filtered: Counter) -> dict[str, Any] | None:
+    """The top_fraction pilot and the share the quality filter really kept of the documents reaching it."""
+    if pilot is None:
+        return None
+    idx = pilot["filter_index"]
+    earlier = set(chain[:idx])
+    reached = evaluated - sum(n for (f, _), n in filtered.items() if f in earlier)
+    dropped = sum(n for (f, _), n in filtered.items() if f == chain[idx])
+    return {**pilot, "reached_filter": reached, "kept_by_filter": reached - dropped,
+            "kept_share": round((reached - dropped) / reached, 4) if reached else None}
+
+
 def filter_report_markdown(rep: dict[str, Any]) -> str:
     lines = [f"# Filter report — run `{rep['run']}`", "",
              "Each dropped document is attributed to the first filter of its source's chain that dropped it.", "",
@@ -53,6 +69,16 @@ def filter_report_markdown(rep: dict[str, Any]) -> str:
     for s in rep["sources"]:
         lines.append(f"| {s['source']} | {' → '.join(s['chain']) or '(none)'} | {s['evaluated']:,} | {s['dropped']:,} | "
                      f"{100 * s['drop_rate']:.2f}% |")
+    pilots = [s for s in rep["sources"] if s.get("quality_pilot")]
+    if pilots:
+        lines += ["", "## Quality top fraction: thresholds from the pilot", "",
+                  "| source | top fraction | pilot docs | threshold | reached filter | kept | kept share |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for s in pilots:
+            p = s["quality_pilot"]
+            share = "" if p["kept_share"] is None else f"{p['kept_share']:.4f}"
+            lines.append(f"| {s['source']} | {p['top_fraction']} | {p['pilot_docs']:,} | {p['threshold']:.4f} | "
+                         f"{p['reached_filter']:,} | {p['kept_by_filter']:,} | {share} |")
     lines += ["", "## Drops per rule", "", "| source | filter | reason | docs | share of evaluated |",
               "|---|---|---|---:|---:|"]
     for s in rep["sources"]:

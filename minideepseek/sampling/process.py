@@ -12,7 +12,7 @@ from typing import Any
 
 from ..config import ConfigError
 from ..extract import FORMATS, ExtractConfig, extract_text
-from ..filters import DocContext, FilterChain
+from ..filters import ChainOutcome, DocContext, FilterChain
 from ..records import RawDoc, Reject, check_text, doc_id, own_doc_id, snippet, text_hash, validate_text
 
 
@@ -24,6 +24,7 @@ class ProcessSettings:
     extract: ExtractConfig
     filters: tuple[dict[str, Any], ...] = ()
     lang: str = ""
+    signals: str = "none"  # sampler.signals: none | first_drop | full
 
 
 @functools.lru_cache(maxsize=16)
@@ -63,14 +64,19 @@ def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
     did = own_doc_id(s.source, raw.source_id) if raw.own_id else doc_id(s.source, raw.source_id)
     mods: dict[str, int] = {}
     lang, lang_score = raw.lang or s.lang or None, None
+    store: dict[str, Any] | None = None
+    if s.signals != "none" and not s.filters:
+        store = store_row(raw, did, ChainOutcome(text=text, keep=True), s)
     if s.filters:
         chain = _chain(s.source, json.dumps(s.filters, sort_keys=True))
-        out = chain(text, DocContext(url=raw.url, source=s.source, expected_lang=s.lang))
+        out = chain(text, DocContext(url=raw.url, source=s.source, expected_lang=s.lang), full=s.signals == "full")
+        if s.signals != "none":
+            store = store_row(raw, did, out, s)
         if not out.keep:
             return Reject(source=s.source, source_id=raw.source_id, url=raw.url, reason=out.reason,
                           detail=json.dumps(out.signals, sort_keys=True, default=str)[:500],
                           snippet=snippet(out.text), kind="filtered", filter=out.filter, id=did,
-                          file=raw.file, line=raw.line, offset=raw.offset)
+                          file=raw.file, line=raw.line, offset=raw.offset, store=store)
         text, mods = out.text, out.counts
         signals.update(out.signals)
         if "lang" in out.signals:
@@ -80,7 +86,9 @@ def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
             trace.append("modified:" + ",".join(out.modified_by))
         reason, detail = check_text(text, s.min_chars, s.max_chars)
         if reason:
-            return reject(reason, f"after filters: {detail}", text)
+            rej = reject(reason, f"after filters: {detail}", text)
+            rej.store = store
+            return rej
     return {
         "id": did,
         "source": s.source,
@@ -96,7 +104,25 @@ def process_one(raw: RawDoc, s: ProcessSettings) -> dict | Reject:
         "stage": "mix_sampler",
         "audit_trace": trace,
         "_mods": mods,  # modifier counts for the filter report; not stored
+        **({"_store": store} if store is not None else {}),  # the signal-store row; not stored in the dataset
     }
+
+
+def store_row(raw: RawDoc, did: str, out: Any, s: ProcessSettings) -> dict[str, Any]:
+    """The signal store's row of one document the chain evaluated (sampling/signals.py completes it with
+    its token count). ``post_check``: what the length checks after the filters say of the chain's final
+    text, so a document the new parameters would keep is known to pass them too."""
+    post, _ = check_text(out.text, s.min_chars, s.max_chars)
+    row: dict[str, Any] = {
+        "id": did, "source_id": str(raw.source_id), "url": raw.url or "", "file": raw.file or "",
+        "line": raw.line, "offset": raw.offset, "chain_keep": out.keep, "filter": out.filter, "reason": out.reason,
+        "verdicts": list(out.verdicts), "signals": json.dumps({**out.signals, **out.measured}, sort_keys=True,
+                                                              default=str),
+        "post_check": post or "", "n_chars": len(out.text), "n_tokens": None,
+    }
+    if not out.keep and s.signals == "full":
+        row["_text"] = out.text  # for the token count of a document a looser rule would keep; then dropped
+    return row
 
 
 def process_batch(args: tuple[list[RawDoc], ProcessSettings]) -> list[dict | Reject]:

@@ -168,6 +168,22 @@ class Taker:
             self._check_budget()
         return True
 
+    def drain_first_pass(self) -> bool:
+        """Fetch the rest of the first pass without taking anything (``sampler.signals: full`` on a finite
+        source): the fetch's signal store then holds every record, so a what-if that needs more documents
+        than the quota took can still be answered. Stats, rejects and the output do not change. Returns
+        whether the first pass is now read to its end (False once a second pass has started)."""
+        if self.stats.unique_units is not None:
+            return True
+        if self.epoch != 1:
+            return False
+        if self._ahead is not None:
+            collect, self._ahead = self._ahead, None
+            collect()
+        while raws := self._read():
+            self._submit(raws)()
+        return True
+
     def count_ingestion_rejects(self, rejects: list[Reject]) -> None:
         """Records a file-based source rejected while reading (before sampling): seen and charged to the
         error budget like the ones found during sampling (they never reach ``fetch``)."""

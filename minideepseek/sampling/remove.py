@@ -16,6 +16,7 @@ from ..records import copy_epoch
 from ..stage import ArtifactEdit
 from .filter_report import filter_report_markdown
 from .report import TOLERANCE_PP, recipe_verdict, source_mix_markdown
+from .signals import filter_store
 from .stage import ARTIFACT, DELETION_INPUT
 
 
@@ -24,6 +25,7 @@ def remove_from_mixed_raw(w: EditHost, c: EditContext, ed: ArtifactEdit, man: di
     ids, bases, entry, docs = c.ids, c.bases, c.entry, c.docs
     present = w.present(ARTIFACT, ids)
     shards = filter_dataset(w.run_dir / ARTIFACT, tmp, ids)  # reports linked, then replaced by refresh
+    filter_store(w.run_dir / ARTIFACT, tmp, bases)  # the signal store (sampler.signals), when there is one
     refresh_mixed_raw(tmp, bases, entry)
     per = json.loads(json.dumps(man["counters"]["per_source"]))
     for d in docs:

@@ -22,7 +22,7 @@ import shutil
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,11 @@ from ..tickets import Matcher, TicketLog, log_matcher
 from ..tokencount import TokenCounter
 from .config import MixSamplerConfig
 from .filter_report import build_filter_report, filter_report_markdown
+from .pilot import resolve_top_fraction
 from .process import ProcessSettings, process_batch
 from .quota import Taker, run_quotas
 from .report import build_source_mix, source_mix_markdown, verdict_line
+from .signals import STORE_DIR, SignalStore
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +61,12 @@ class _Fetcher:
     the call that collects it, so the Taker can have the next batch extracted while it takes this one."""
 
     def __init__(self, pool: ProcessPoolExecutor | None, settings: ProcessSettings, counter: TokenCounter,
-                 withdrawn: Matcher | None = None) -> None:
+                 withdrawn: Matcher | None = None, store: SignalStore | None = None) -> None:
         self.pool = pool
         self.settings = settings
         self.counter = counter
         self.withdrawn = withdrawn
+        self.store = store
 
     def __call__(self, raws: list[RawDoc]) -> list[dict | Reject]:
         return self.submit(raws)()
@@ -84,7 +87,25 @@ class _Fetcher:
         rows = [x for x in items if not isinstance(x, Reject)]
         for row, n_tok in zip(rows, self.counter.count([r["text"] for r in rows]), strict=True):
             row["n_tokens"] = n_tok
+        if self.store is not None:
+            self._store(items)
         return items
+
+    def _store(self, items: list[dict | Reject]) -> None:
+        """Signal-store rows, in batch order: a kept row's token count, and (signals: full) the count of what
+        a dropped document's text would weigh if a looser rule kept it."""
+        assert self.store is not None
+        dropped = [x.store for x in items if isinstance(x, Reject) and x.store is not None and "_text" in x.store]
+        for row, n_tok in zip(dropped, self.counter.count([r["_text"] for r in dropped]), strict=True):
+            row["n_tokens"] = n_tok
+        for x in items:
+            if isinstance(x, Reject):
+                if x.store is not None:
+                    self.store.add(self.settings.source, x.store)
+            elif "_store" in x:
+                row = x.pop("_store")
+                row["n_tokens"] = x["n_tokens"]
+                self.store.add(self.settings.source, row)
 
 
 def _withdrawn_reject(item: dict | Reject, matcher: Matcher) -> dict | Reject:
@@ -204,6 +225,7 @@ class _Sampled:
     mods: dict[str, Counter]  # cleanup modifier counts per source (filter report)
     examples: dict[str, dict[tuple[str, str], list[dict]]]  # filtered examples per (filter, reason)
     dup_ids: Counter  # ids a source reused, made unique
+    pilots: dict[str, dict[str, Any]] = field(default_factory=dict)  # quality top_fraction pilots, per source
 
 
 class _Collector:
@@ -272,15 +294,26 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         if hasattr(src, "spool_dir"):
             src.spool_dir = col.spool_root
     try:
-        takers = {}
+        takers, fetchers = {}, {}
+        store = (SignalStore(col.spill_root.parent / STORE_DIR, {s.name: s.filters for s in cfg.sources})
+                 if sc.signals != "none" else None)
         for s in cfg.sources:
             settings = ProcessSettings(source=s.name, min_chars=sc.min_chars, max_chars=sc.max_chars,
-                                       extract=cfg.extract, filters=s.filters, lang=s.lang)
+                                       extract=cfg.extract, filters=s.filters, lang=s.lang, signals=sc.signals)
+            fetchers[s.name] = _Fetcher(pool, settings, counter, withdrawn, store)
             takers[s.name] = Taker(s.name, sources[s.name].iter_raw, sc.unit, s.max_epochs,
-                                   _Fetcher(pool, settings, counter, withdrawn), col.emitter(s.name), col.on_reject,
+                                   fetchers[s.name], col.emitter(s.name), col.on_reject,
                                    sc.batch_size, sc.max_reject_fraction)
         weights = {s.name: s.weight for s in cfg.sources}
         ingestion = _ingest_files(cfg, sources, takers, col.reject_counts, col.rejects_fh)
+        pilots = {}
+        for name, f in fetchers.items():  # a quality top_fraction becomes a threshold before the quota counts
+            if name not in ingestion["empty_sources"]:
+                f.settings, pilot = resolve_top_fraction(f.settings, sources[name].iter_raw, sc.batch_size, pool)
+                if pilot is not None:
+                    pilots[name] = pilot
+                if store is not None:
+                    store.set_chain(name, f.settings.filters)
         for name in ingestion["empty_sources"]:
             weights[name] = 0.0  # sampler.empty_source=skip: out of the recipe, reported
         if not any(weights.values()):
@@ -288,6 +321,12 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         outcome = run_quotas(takers, weights, sc.target, sc.unit, sc.shortfall)
         _read_as_needed(sources, ingestion)
         _check_empty_after_sampling(cfg, takers, ingestion)
+        if store is not None:
+            # a finite source is read to the end of its first pass, so what-ifs that need more documents than
+            # the quota took are answerable (measured cost: bench/bench_signal_store.py); a stream is not
+            read_all = {n: t.drain_first_pass() if sc.signals == "full" and hasattr(sources[n], "spool_dir")
+                        else t.stats.unique_units is not None for n, t in takers.items()}
+            store.close(_store_meta(cfg, takers, weights, read_all))
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -298,7 +337,19 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         col.close()
     for spill in col.spills.values():
         spill.close()
-    return _Sampled(takers, outcome, ingestion, col.reject_counts, col.mods, col.examples, col.dup_ids)
+    return _Sampled(takers, outcome, ingestion, col.reject_counts, col.mods, col.examples, col.dup_ids, pilots)
+
+
+def _store_meta(cfg: MixSamplerConfig, takers: dict[str, Taker], weights: dict[str, float],
+                read_all: dict[str, bool]) -> dict[str, Any]:
+    """What the what-if planner needs besides the rows: how far each source was read, and the sampler."""
+    sc = cfg.sampler
+    return {"mode": sc.signals, "weights": weights,
+            "sampler": {"unit": sc.unit, "target": sc.target, "shortfall": sc.shortfall, "batch_size": sc.batch_size,
+                        "max_reject_fraction": sc.max_reject_fraction, "min_chars": sc.min_chars,
+                        "max_chars": sc.max_chars},
+            "sources": {n: {"first_pass_read_to_end": read_all[n], "max_epochs": t.max_epochs,
+                            "epochs_started": t.stats.epochs_started} for n, t in takers.items()}}
 
 
 def _assemble(cfg: MixSamplerConfig, sampled: _Sampled, spill_root: Path, tmp: Path) -> tuple[DatasetWriter, list[str],
@@ -340,7 +391,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
     mix["ingestion"] = ingestion = sampled.ingestion
     write_json_atomic(tmp / "source_mix.json", mix)
     write_text_atomic(tmp / "source_mix.md", source_mix_markdown(mix))
-    freport = build_filter_report(cfg, takers, realized, sampled.mods, sampled.examples)
+    freport = build_filter_report(cfg, takers, realized, sampled.mods, sampled.examples, sampled.pilots)
     write_json_atomic(tmp / "filter_report.json", freport)
     write_text_atomic(tmp / "filter_report.md", filter_report_markdown(freport))
     counters = {

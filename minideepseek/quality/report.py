@@ -1,0 +1,143 @@
+"""``quality_report.{md,json}``: what the quality filter did in a run, from its signal store.
+
+    .venv/bin/python -m minideepseek.quality report --config configs/demo_quality.yaml
+
+Needs a stage-1 artifact built with ``sampler.signals: full`` (every rule scored every document). Per
+source with a ``quality`` filter: the score histogram by decile (documents, kept by the run), three
+example documents per decile (with how many are in the run's output: the quota may stop short of
+every document that passed), the share kept at each threshold from 0.1 to 0.9 (of every scored
+document, and of those the rule filters keep), and the model against the rules: documents the model
+dropped that every rule kept, and the reverse, with examples. Snippets come from the kept documents'
+text or ``rejects.jsonl`` (first 200 characters, PII-redacted, as the filter report quotes them).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..fsio import write_json_atomic, write_text_atomic
+from ..mdsafe import md_text, redact, snippet_md
+from ..pipeline import MIXED_RAW
+
+EXAMPLES = 3
+
+
+def _snippets(art: Path) -> tuple[dict[str, str], set[str]]:
+    """First 200 characters per document id (kept: the artifact; dropped: rejects.jsonl), and the kept ids."""
+    from ..arrow_io import iter_dataset_rows
+
+    out = {r["id"]: r["text"][:200] for r in iter_dataset_rows(art, ["id", "text"])}
+    kept = set(out)
+    rej = art / "rejects.jsonl"
+    if rej.is_file():
+        for line in rej.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            if r.get("id") and r.get("kind") == "filtered":
+                out.setdefault(r["id"], r.get("snippet", "")[:200])
+    return out, kept
+
+
+def build_quality_report(run_dir: Path, run_name: str) -> dict[str, Any]:
+    from ..sampling.signals import read_store
+
+    art = run_dir / MIXED_RAW
+    meta, tables = read_store(art)
+    snippets, in_artifact = _snippets(art)
+    sources = []
+    for name, chain in meta["chains"].items():
+        qi = [i for i, f in enumerate(chain) if f.get("type") == "quality"]
+        if not qi:
+            continue
+        q = qi[0]
+        key = chain[q].get("signal", "quality_score")
+        threshold = chain[q].get("threshold", chain[q].get("pilot_threshold"))
+        rows = [r for r in tables[name].to_pylist() if r[f"verdict_{q}"] is not None]
+        others = [i for i in range(len(chain)) if i != q]
+        docs = []
+        for r in rows:
+            score = json.loads(r["signals"])[key]
+            rules_keep = all(r[f"verdict_{i}"] == "" for i in others)
+            docs.append({"id": r["id"], "url": r["url"], "score": score, "model_keep": r[f"verdict_{q}"] == "",
+                         "rules_keep": rules_keep, "kept": r["id"] in in_artifact})
+        deciles = []
+        for b in range(10):
+            lo, hi = b / 10, (b + 1) / 10
+            inb = sorted((d for d in docs if lo <= d["score"] < hi or (b == 9 and d["score"] >= 1.0)),
+                         key=lambda d: d["id"])
+            deciles.append({"bin": f"[{lo:.1f}, {hi:.1f}{']' if b == 9 else ')'}", "docs": len(inb),
+                            "kept": sum(d["kept"] for d in inb),
+                            "examples": [_ex(d, snippets) for d in inb[:EXAMPLES]]})
+        ruled = [d for d in docs if d["rules_keep"]]
+        curve = [{"threshold": t / 10, "kept_share_all": _share(docs, t / 10),
+                  "kept_share_rules_kept": _share(ruled, t / 10)} for t in range(1, 10)]
+        model_only = sorted((d for d in docs if d["rules_keep"] and not d["model_keep"]), key=lambda d: d["score"])
+        rules_only = sorted((d for d in docs if not d["rules_keep"] and d["model_keep"]), key=lambda d: -d["score"])
+        sources.append({"source": name, "threshold": threshold, "top_fraction": chain[q].get("top_fraction"),
+                        "scored": len(docs), "kept_by_model": sum(d["model_keep"] for d in docs),
+                        "deciles": deciles, "kept_share_by_threshold": curve,
+                        "agreement": {"both_keep": sum(d["rules_keep"] and d["model_keep"] for d in docs),
+                                      "model_drops_rules_keep": len(model_only),
+                                      "rules_drop_model_keeps": len(rules_only),
+                                      "both_drop": sum(not d["rules_keep"] and not d["model_keep"] for d in docs)},
+                        "model_drops_rules_keep": [_ex(d, snippets) for d in model_only[:EXAMPLES]],
+                        "rules_drop_model_keeps": [_ex(d, snippets) for d in rules_only[:EXAMPLES]]})
+    return {"run": run_name, "signals": meta["mode"], "sources": sources}
+
+
+def _share(docs: list[dict[str, Any]], t: float) -> float | None:
+    return round(sum(d["score"] >= t for d in docs) / len(docs), 4) if docs else None
+
+
+def _ex(d: dict[str, Any], snippets: dict[str, str]) -> dict[str, Any]:
+    return {"id": d["id"], "url": redact(d["url"] or ""), "score": d["score"], "kept": d["kept"],
+            "text": redact(snippets.get(d["id"], ""))}
+
+
+def quality_markdown(rep: dict[str, Any]) -> str:
+    lines = [f"# Quality filter report — run `{md_text(rep['run'])}`", "",
+             "Scores are the classifier's probability of the positive label, stored per document by stage 1 "
+             f"(`sampler.signals: {rep['signals']}`); every document the source read was scored.", ""]
+    for s in rep["sources"]:
+        rule = (f"top fraction {s['top_fraction']} (pilot threshold {s['threshold']:.4f})" if s["top_fraction"]
+                else f"threshold {s['threshold']}")
+        a = s["agreement"]
+        lines += [f"## {md_text(s['source'])}", "",
+                  f"{s['scored']:,} documents scored; {rule}: the model keeps {s['kept_by_model']:,} "
+                  f"({s['kept_by_model'] / max(1, s['scored']):.1%}).", "",
+                  "| score decile | docs | in the run's output |", "|---|---:|---:|"]
+        lines += [f"| {d['bin']} | {d['docs']:,} | {d['kept']:,} |" for d in s["deciles"]]
+        lines += ["", "Kept share against the threshold:", "",
+                  "| threshold | of all scored | of those the rules keep |", "|---:|---:|---:|"]
+        for c in s["kept_share_by_threshold"]:
+            lines.append(f"| {c['threshold']:.1f} | {_pct(c['kept_share_all'])} | {_pct(c['kept_share_rules_kept'])} |")
+        lines += ["", "Model against the rules:", "", "| | model keeps | model drops |", "|---|---:|---:|",
+                  f"| rules keep | {a['both_keep']:,} | {a['model_drops_rules_keep']:,} |",
+                  f"| rules drop | {a['rules_drop_model_keeps']:,} | {a['both_drop']:,} |", ""]
+        for key, title in (("model_drops_rules_keep", "Dropped by the model, kept by every rule (lowest scores)"),
+                           ("rules_drop_model_keeps", "Dropped by a rule, kept by the model (highest scores)")):
+            lines += [f"### {title}", ""]
+            lines += [_ex_line(e) for e in s[key]] or ["(none)"]
+            lines.append("")
+        lines += ["### Examples per decile", ""]
+        for d in s["deciles"]:
+            for e in d["examples"]:
+                lines.append(f"- {d['bin']} " + _ex_line(e)[2:])
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _pct(v: float | None) -> str:
+    return "" if v is None else f"{v:.1%}"
+
+
+def _ex_line(e: dict[str, Any]) -> str:
+    return f"- {e['score']:.3f} {'kept' if e['kept'] else 'dropped'} {md_text(e['id'])}: {snippet_md(e['text'], 160)}"
+
+
+def write_quality_report(run_dir: Path, report_dir: Path, run_name: str) -> Path:
+    rep = build_quality_report(run_dir, run_name)
+    write_json_atomic(report_dir / "quality_report.json", rep)
+    write_text_atomic(report_dir / "quality_report.md", quality_markdown(rep))
+    return report_dir / "quality_report.md"
