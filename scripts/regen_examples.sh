@@ -34,8 +34,12 @@ cd "$WORK/repo"
 bash run_pipeline.sh
 bash run_pipeline.sh --set run.name=demo_b --set sources.arxiv.weight=0.15 --set sources.fineweb_edu.weight=0.35
 .venv/bin/python report.py compare demo demo_b
-# the step ledger's example queries: one step, and the document the withdrawal example withdraws
+# the step ledger's example queries: one step, the first document it trained, and the document the
+# withdrawal example withdraws
 .venv/bin/python report.py blame demo --step 40
+doc=$(.venv/bin/python -c "import json; r = json.load(open('reports/demo/blame/step-0000040.json')); \
+print(r['ranks'][0]['sequences'][0]['documents'][0]['id'])")
+.venv/bin/python report.py blame demo --doc "$doc"
 .venv/bin/python report.py blame demo --doc wanjuan_zh/474cdf39978157ec
 bash run_pipeline.sh --set run.name=demo_withdraw
 rc=0
