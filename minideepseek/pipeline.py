@@ -93,7 +93,7 @@ WITHDRAW_CONFIG = "minideepseek.withdraw.config:WithdrawStageConfig"
 # (tests/test_layers.py walks the imports). Shared floors sit under the stages; the chain's packages
 # follow in run order; the clients of every stage (withdrawal, summary, dashboard) sit on top.
 SHARED_PACKAGES = ("extract", "filters", "sources", "dedup", "demo_corpus")
-CLIENT_PACKAGES = ("export", "withdraw", "dashboard")
+CLIENT_PACKAGES = ("export", "withdraw", "dashboard", "quality")
 
 
 def entry(spec: StageSpec) -> Any:

@@ -11,14 +11,14 @@ import yaml
 from realtext import stdlib_docstrings
 
 import mix_sampler
+from minideepseek import metrics
 from minideepseek.arrow_io import iter_dataset_rows
 from minideepseek.config import ConfigError, build
 from minideepseek.filters import DocContext, FilterChain
+from minideepseek.filters.fasttext_model import load, prepare, score
 from minideepseek.filters.quality import QualityConfig, QualityFilter
-from minideepseek.quality import metrics
 from minideepseek.quality.__main__ import main as quality_main
 from minideepseek.quality.data import LabeledDoc, split_by_group
-from minideepseek.quality.model import load, prepare, score
 
 # Small real data trains in well under a second at these settings; DCLM's lr 0.1 x 5 epochs is for
 # corpora of 10^5+ documents and stays near chance here (measured: AUC 0.55 on this planted set).
@@ -331,8 +331,8 @@ def test_signal_store_leaves_the_kept_documents_unchanged(trained, docstrings):
 
     # a withdrawal's edit: the document's row leaves the new copy; the old artifact's files are untouched
     import pyarrow.parquet as pq
-    from minideepseek.withdraw.rewrite import copy_artifact
 
+    from minideepseek.edits import copy_artifact
     from minideepseek.sampling.signals import filter_store
 
     src, dst = tmp / "data" / "full" / "mixed_raw", tmp / "edited"

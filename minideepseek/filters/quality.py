@@ -5,7 +5,7 @@
 
 ``model`` is any fastText supervised ``.bin``/``.ftz`` on local disk: one ``python -m
 minideepseek.quality train`` wrote, or a published one (DCLM's OH-2.5+ELI5 classifier, label ``hq``)
-used unchanged. It is scored by ``fasttext-predict`` (:mod:`minideepseek.quality.model`, the same
+used unchanged. It is scored by ``fasttext-predict`` (:mod:`minideepseek.filters.fasttext_model`, the same
 code the trainer's held-out report uses). The document is kept when its score is ``>= threshold``.
 
 ``top_fraction`` is DCLM's rule (keep the best-scored share of a source). Stage 1 stays one pass and
@@ -77,7 +77,7 @@ class QualityFilter:
     Config: ClassVar[type] = QualityConfig
 
     def __init__(self, cfg: QualityConfig) -> None:
-        from ..quality.model import check_label, load, model_sha256
+        from .fasttext_model import check_label, load, model_sha256
 
         self.cfg = cfg
         if cfg.sha256:
@@ -89,7 +89,7 @@ class QualityFilter:
         self.label = check_label(self.model, cfg.label, cfg.model)
 
     def score(self, text: str) -> float:
-        from ..quality.model import score
+        from .fasttext_model import score
 
         return score(self.model, text, self.label, self.cfg.max_chars)
 

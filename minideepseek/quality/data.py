@@ -20,9 +20,9 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ..config import ConfigError, require
+from ..filters.fasttext_model import DEFAULT_MAX_CHARS, prepare
 from ..fsio import sha256_file
 from ..rng import rng_for
-from .model import DEFAULT_MAX_CHARS, prepare
 
 
 @dataclass(frozen=True)

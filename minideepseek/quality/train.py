@@ -21,12 +21,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .. import metrics
 from ..config import ConfigError, to_plain
+from ..filters.fasttext_model import check_label, load, score
 from ..fsio import sha256_file, write_json_atomic, write_text_atomic
 from ..mdsafe import md_text, snippet_md
-from . import metrics
 from .data import LabeledDoc, QualityTrainConfig, load_labeled, split_by_group
-from .model import check_label, load, score
 
 log = logging.getLogger(__name__)
 

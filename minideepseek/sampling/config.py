@@ -33,7 +33,7 @@ class SamplerConfig:
     empty_source: Literal["error", "skip"] = "error"
     # The signal store (mixed_raw/signals/, Parquet): "none" (default: no store); "first_drop" records the
     # signals the chain measured up to its deciding rule; "full" runs every rule on every document read (no early exit) and
-    # counts the tokens of dropped documents too, so `python -m minideepseek.sampling.whatif` can predict a
+    # counts the tokens of dropped documents too, so `report.py whatif` can predict a
     # new threshold's kept set and recipe fill without re-running stage 1. Kept documents are the same.
     signals: Literal["none", "first_drop", "full"] = "none"
     token_counter: str = "deepseek"  # or a path to a tokenizer.json

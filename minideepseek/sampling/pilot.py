@@ -18,7 +18,7 @@ from typing import Any
 
 from ..config import build
 from ..filters.quality import QualityConfig, QualityFilter
-from ..quality.metrics import quantile
+from ..metrics import quantile
 from ..records import Reject
 from .process import ProcessSettings, process_batch
 

@@ -1,9 +1,8 @@
 """What-if: predict, from stage 1's signal store, what new filter thresholds do to the kept set and the
 recipe, without re-running stage 1.
 
-    .venv/bin/python -m minideepseek.sampling.whatif --config C --set sources.web.filters.0.threshold=0.7
-    .venv/bin/python -m minideepseek.sampling.whatif --config C --drop-filter web:1 --json /tmp/whatif.json
-    .venv/bin/python report.py whatif --config C --set ...     # the same command
+    .venv/bin/python report.py whatif --config C --set sources.web.filters.0.threshold=0.7
+    .venv/bin/python report.py whatif --config C --drop-filter web:1 --json /tmp/whatif.json
 
 The run must have been built with ``sampler.signals: full``. The prediction re-decides every stored
 document with the filters' own ``decide`` functions (the code stage 1 runs, so a prediction cannot
@@ -236,21 +235,3 @@ def run_whatif(a: argparse.Namespace) -> None:
     print(table(pred, actual(cfg.run.run_dir)))
     if a.json:
         Path(a.json).write_text(json.dumps(pred, indent=1), encoding="utf-8")
-
-
-def main(argv: list[str] | None = None) -> int:
-    from ..cli import run_cli, setup_logging
-
-    p = argparse.ArgumentParser(prog=".venv/bin/python -m minideepseek.sampling.whatif", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    from .whatif_cli import add_whatif_args
-
-    add_whatif_args(p)
-    p.add_argument("--log-level", default="WARNING")
-    args = p.parse_args(argv)
-    setup_logging(args.log_level)
-    return run_cli(run_whatif, args, validate=False)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

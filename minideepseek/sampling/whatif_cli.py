@@ -6,7 +6,7 @@ import argparse
 
 
 def add_whatif_args(p: argparse.ArgumentParser) -> None:
-    """Options of ``python -m minideepseek.sampling.whatif`` and ``report.py whatif``."""
+    """Options of ``report.py whatif``."""
     p.add_argument("--config", default="configs/demo.yaml", help="the run's pipeline config")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="the change to predict, e.g. --set sources.web.filters.0.threshold=0.7 (repeatable)")
