@@ -42,7 +42,6 @@ def rp(trained):
     r.close()
 
 
-@pytest.mark.stage
 def test_every_step_rebuilds_to_its_recorded_digest(rp):
     assert rp.steps == TRAIN["max_steps"] and rp.mixture is None and rp.plan.windows == 2
     for step in range(1, rp.steps + 1):
@@ -61,7 +60,6 @@ def test_every_step_rebuilds_to_its_recorded_digest(rp):
     assert token_digest(toks) == rec["token_hash"][0]
 
 
-@pytest.mark.stage
 def test_exposures_add_up_to_the_tokens_trained(rp):
     ex = exposures(rp)
     trained_tokens = rp.steps * TRAIN["micro_batch"] * TRAIN["grad_accum"] * TRAIN["seq_len"]
@@ -118,7 +116,6 @@ def test_cli_writes_reports_and_a_tampered_record_is_a_mismatch(trained, tmp_pat
     assert "MISMATCH" in (root / "reports/t/blame/step-0000003.md").read_text()
 
 
-@pytest.mark.stage
 def test_withdrawal_note_lists_the_steps_that_trained_it(trained, tmp_path):
     root = tmp_path / "run"
     shutil.copytree(trained, root)

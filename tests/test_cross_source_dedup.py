@@ -79,7 +79,6 @@ def run(tmp_path):
     return tmp_path, p
 
 
-@pytest.mark.stage
 def test_dedup_removes_planted_duplicates_and_contamination(run):
     tmp, cfg = run
     assert cross_source_dedup.main(["--config", str(cfg)]) == 0
@@ -110,7 +109,6 @@ def test_dedup_removes_planted_duplicates_and_contamination(run):
     assert read_manifest(out)["fingerprint"] == first["fingerprint"]
 
 
-@pytest.mark.stage
 def test_flag_only_and_stale_upstream(run):
     tmp, cfg = run
     assert cross_source_dedup.main(["--config", str(cfg), "--set", "decontam.action=flag"]) == 0
@@ -126,7 +124,6 @@ def test_flag_only_and_stale_upstream(run):
     assert cross_source_dedup.main(["--config", str(cfg), "--set", "sampler.target_docs=100"]) == 2
 
 
-@pytest.mark.stage
 def test_bad_dedup_config_names_the_fix(run):
     tmp, cfg = run
     assert cross_source_dedup.main(["--config", str(cfg), "--set", "dedup.bands=20", "--set", "dedup.rows=8"]) == 2

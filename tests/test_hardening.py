@@ -59,7 +59,6 @@ def _flip_a_byte(path: Path) -> None:
 
 # ---- verify before use --------------------------------------------------------------------------
 
-@pytest.mark.stage
 def test_corrupted_shard_refused_by_withdraw_and_export(run, capsys):
     shard = shard_paths(run / "data/t/packed")[1]
     _flip_a_byte(shard)
@@ -76,7 +75,6 @@ def test_corrupted_shard_refused_by_withdraw_and_export(run, capsys):
     assert export_main(["megatron", "--config", "t.yaml", "--out", "exp"]) == 0
 
 
-@pytest.mark.stage
 def test_dashboard_refuses_a_report_that_differs_from_its_artifact(run):
     rep = run / "reports/t/packing_report.json"
     assert collect(run / "reports/t", run / "data/t")["reports_verified"] >= 4

@@ -51,7 +51,6 @@ def _shard(run: Path, artifact: str) -> Path:
 
 
 @pytest.mark.parametrize("where", ["middle", "header"])
-@pytest.mark.stage
 def test_flipped_byte_in_upstream_is_refused_with_file_and_command(run, capsys, where):
     shard = _shard(run, "mixed_dedup")
     _flip(shard, shard.stat().st_size // 2 if where == "middle" else 3)  # "header": pyarrow cannot even parse it
@@ -62,7 +61,6 @@ def test_flipped_byte_in_upstream_is_refused_with_file_and_command(run, capsys, 
     assert "python cross_source_dedup.py --config t.yaml --set tokenizer.min_frequency=2" in err
 
 
-@pytest.mark.stage
 def test_corrupted_own_output_is_rebuilt_not_reported_up_to_date(run, capsys):
     shard = _shard(run, "packed")
     good = sha256_file(shard)

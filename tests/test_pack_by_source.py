@@ -45,7 +45,6 @@ def runs(tmp_path_factory):
     return root, mixed_tokens, sources
 
 
-@pytest.mark.stage
 def test_single_source_blocks_in_manifest_ranges(runs):
     root, mixed_tokens, sources = runs
     man = read_manifest(root / "data/t/packed")
@@ -75,7 +74,6 @@ def test_single_source_blocks_in_manifest_ranges(runs):
     assert "## Per-source blocks" in rep
 
 
-@pytest.mark.stage
 def test_by_source_deterministic_and_pad_tail(runs, tmp_path):
     root, _, _ = runs
     copy = tmp_path / "run"
@@ -93,7 +91,6 @@ def test_by_source_deterministic_and_pad_tail(runs, tmp_path):
         assert pads == t["pad_tokens"] < 64
 
 
-@pytest.mark.stage
 def test_withdraw_on_by_source_data(runs, tmp_path, monkeypatch):
     """A withdrawal re-packs per source: every block stays single-source, every source one contiguous
     range (the manifest's table follows), no other document loses a token, verification passes."""
@@ -136,7 +133,6 @@ def test_withdraw_on_by_source_data(runs, tmp_path, monkeypatch):
     assert '"by_source"' in rep
 
 
-@pytest.mark.stage
 def test_partitioned_by_source_writes_the_same_blocks(runs, tmp_path):
     """The --executor ray path (partition tasks per source, here run in-process by a stand-in
     executor with Ray's interface) writes byte-identical shards and the same per-source table."""

@@ -31,7 +31,6 @@ def _shas(d: Path) -> list[str]:
 
 @pytest.mark.parametrize("seq_len,part_docs,tail", [(64, 1, "drop"), (64, 7, "pad"), (4096, 1, "drop"),
                                                     (4096, 3, "pad"), (1024, 5, "drop")])
-@pytest.mark.stage
 def test_partitioned_equals_local(chain, tmp_path, monkeypatch, seq_len, part_docs, tail):
     src = chain / "data" / "t" / "mixed_dedup"
     tok_path = chain / "data" / "t" / "tokenizer" / "tokenizer.json"

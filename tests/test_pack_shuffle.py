@@ -66,7 +66,6 @@ def _data_files(man: dict) -> dict[str, str]:
     return {f["path"]: f["sha256"] for f in man["outputs"]["files"] if not f["volatile"]}
 
 
-@pytest.mark.stage
 def test_blocks_spans_and_accounting(chain):
     tmp, _ = chain
     man, rep, out = _pack(chain)
@@ -131,7 +130,6 @@ def test_blocks_spans_and_accounting(chain):
     assert (tmp / "reports" / "t" / "packing_report.md").is_file()
 
 
-@pytest.mark.stage
 def test_tail_carried_across_batches_and_determinism(chain):
     small, _, _ = _pack(chain, "pack.batch_docs=3")
     large, _, _ = _pack(chain, "pack.batch_docs=100000")
@@ -141,7 +139,6 @@ def test_tail_carried_across_batches_and_determinism(chain):
     assert again["fingerprint"] == small["fingerprint"]
 
 
-@pytest.mark.stage
 def test_block_seed_changes_order_not_blocks(chain, tmp_path):
     tmp, _ = chain
     docs = datasets.load_from_disk(str(tmp / "data" / "t" / "mixed_dedup"))
@@ -188,7 +185,6 @@ def test_stale_upstream_and_bad_config_refused(chain, capsys):
     assert pack_shuffle.main(["--config", str(cfg), "--set", "pack.max_shard_bytes=100"]) == 2
 
 
-@pytest.mark.stage
 def test_encoder_auto_and_hf_write_identical_blocks(chain):
     """tiktoken (pack.encoder auto) and HF write byte-identical shards; the report counts the check."""
     man_a, rep_a, _ = _pack(chain)

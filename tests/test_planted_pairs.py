@@ -16,7 +16,6 @@ def planted():
     return pairs, stats
 
 
-@pytest.mark.stage
 def test_pairs_land_in_their_bins_with_every_edit_kind(planted):
     pairs, stats = planted
     assert stats["short_of_docs"] == 0
@@ -25,7 +24,6 @@ def test_pairs_land_in_their_bins_with_every_edit_kind(planted):
         assert p.target <= p.jaccard < p.target + 0.03
 
 
-@pytest.mark.stage
 def test_default_stage2_finds_planted_pairs_and_removes_nothing_below_threshold(planted, tmp_path):
     pairs, _ = planted
     rep, removed = run_stage(pairs, tmp_path)

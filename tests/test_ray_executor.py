@@ -115,7 +115,6 @@ def test_ray_run_equals_local_run(tmp_path, ray_instance, monkeypatch):
     assert {k: v for k, v in a.items() if k.startswith("packed/")} == {k: v for k, v in b.items() if k.startswith("packed/")}
 
 
-@pytest.mark.stage
 def test_four_phase_engine_matches_local(tmp_path, ray_instance, monkeypatch):
     """Several signature blocks and verification chunks (tiny block sizes), exact verification."""
     root = build_chain(tmp_path)

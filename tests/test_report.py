@@ -21,7 +21,6 @@ def runs(tmp_path_factory):
     return a / "reports" / "a", b / "reports" / "b", tmp_path_factory.mktemp("out")
 
 
-@pytest.mark.stage
 def test_collect_reads_reports(runs):
     ra, _, _ = runs
     fig = collect(ra)
@@ -33,7 +32,6 @@ def test_collect_reads_reports(runs):
     assert fig["profile_overall"]["lang"]  # language shares present
 
 
-@pytest.mark.stage
 def test_compare_flags_the_changed_weight(runs):
     ra, rb, out = runs
     assert report.main(["--out", str(out), "compare", str(ra), str(rb)]) == 0
@@ -72,7 +70,6 @@ def test_html_is_self_contained(runs):
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium not installed (.ci/run installs it)")
-@pytest.mark.stage
 def test_renders_in_headless_chromium(runs, tmp_path):
     ra, rb, out = runs
     assert report.main(["--out", str(out), "compare", str(ra), str(rb)]) == 0

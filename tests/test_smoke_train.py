@@ -123,7 +123,6 @@ def test_model_chunked_loss_matches_full_logits():
 
 # -- loader --------------------------------------------------------------------------------------
 
-@pytest.mark.stage
 def test_loader_maps_blocks_without_copy_and_splits_heldout(chain):
     tmp, _ = chain
     plan = _plan(tmp)
@@ -145,7 +144,6 @@ def test_loader_maps_blocks_without_copy_and_splits_heldout(chain):
     assert set((few.val_samples % 4).tolist()) == {0, 3}
 
 
-@pytest.mark.stage
 def test_loader_deterministic_resume_and_rank_split(chain):
     tmp, _ = chain
     plan = _plan(tmp)
@@ -335,7 +333,6 @@ def test_spike_rule():
 
 # -- the stage -----------------------------------------------------------------------------------
 
-@pytest.mark.stage
 def test_short_run_outputs_and_report(chain):
     tmp, cfg = chain
     assert _train(cfg) == 0
@@ -374,7 +371,6 @@ def test_short_run_outputs_and_report(chain):
     assert read_manifest(out)["started_at"] == man["started_at"]
 
 
-@pytest.mark.stage
 def test_resume_is_bit_exact(chain):
     tmp, cfg = chain
     out, ck = tmp / "data" / "t" / "smoke_train", tmp / "data" / "t" / "smoke_train.ckpt"
@@ -434,7 +430,6 @@ def test_resume_refuses_a_checkpoint_carrying_a_callable(chain, capsys, tmp_path
     path.with_suffix(".json").unlink()
 
 
-@pytest.mark.stage
 def test_compiled_run_matches_eager_and_resumes(chain, monkeypatch):
     """train.compile=true (on CPU with the aot_eager backend): one graph for the whole run (evaluation,
     the mask benchmark and generation run the eager module), compile time reported on its own, the

@@ -32,7 +32,6 @@ def run(tmp_path_factory):
     return tmp, p
 
 
-@pytest.mark.stage
 def test_tokenizer_stage(run):
     tmp, cfg = run
     assert train_tokenizer.main(["--config", str(cfg)]) == 0
@@ -66,7 +65,6 @@ def test_tokenizer_stage(run):
     assert read_manifest(out)["fingerprint"] == first["fingerprint"]
 
 
-@pytest.mark.stage
 def test_vocab_shortfall_fails_unless_allowed_and_deepseek_pre_split(run, capsys):
     tmp, cfg = run
     before = read_manifest(tmp / "data" / "t" / "tokenizer")
@@ -126,7 +124,6 @@ def test_training_sample_ceiling_keeps_each_sources_share_and_floor():
         TokenizerConfig(max_train_chars=10)
 
 
-@pytest.mark.stage
 def test_out_of_component_split(run):
     tmp, cfg = run
     assert train_tokenizer.main(["--config", str(cfg)]) == 0
@@ -157,7 +154,6 @@ def ds_ids(rows, source):
     return [r["id"] for r in rows if r["source"] == source]
 
 
-@pytest.mark.stage
 def test_lossy_normalizer_is_reported(run):
     tmp, cfg = run
     assert train_tokenizer.main(["--config", str(cfg), "--set", "tokenizer.normalizer=nfkc"]) == 0
@@ -175,7 +171,6 @@ def test_lossy_normalizer_is_reported(run):
     assert tok.decode(tok.encode("天下，大势").ids) == "天下,大势"
 
 
-@pytest.mark.stage
 def test_heldout_evaluation_cap_reads_a_prefix_of_each_split(run):
     """tokenizer.eval_max_chars: each (split, source) evaluates a prefix of its held-out documents in
     dataset order, stopping once the cap is reached; 0 evaluates everything, the same texts as a full

@@ -100,7 +100,6 @@ def _split_doc() -> str:
     raise AssertionError("no document spans two shards; lower pack.max_shard_bytes")
 
 
-@pytest.mark.stage
 def test_withdraw_split_document_rewrites_only_its_shards(run):
     doc = _split_doc()
     holding = {s for _, _, s in _parts()[doc]}
@@ -134,7 +133,6 @@ def test_withdraw_split_document_rewrites_only_its_shards(run):
 
 
 @pytest.mark.parametrize("kind", ["url", "hash", "text"])
-@pytest.mark.stage
 def test_selector_kinds(run, kind):
     c = read_columns(Path("data/t/mixed_raw"), ["id", "url", "hash", "text", "source"])
     k = next(i for i, (s, t) in enumerate(zip(c["source"], c["text"])) if s == "the_stack_v2" and len(t) > 2000)
@@ -145,7 +143,6 @@ def test_selector_kinds(run, kind):
     _assert_no_token_lost({c["id"][k]})
 
 
-@pytest.mark.stage
 def test_url_prefix_and_source(run):
     c = read_columns(Path("data/t/mixed_raw"), ["id", "source"])
     n_code = c["source"].count("the_stack_v2")
@@ -161,7 +158,6 @@ def test_url_prefix_and_source(run):
     assert _shards("mixed_raw") == before
 
 
-@pytest.mark.stage
 def test_absent_and_repeated_requests(run):
     snap = {a: _sha(Path("data/t") / a / "manifest.json") for a in ARTS}
     assert _wd("--id", "the_stack_v2/0000000000000000") == 3  # nothing matched
@@ -214,7 +210,6 @@ def _subprocess_withdraw(args: list[str], crash: str | None) -> int:
 
 
 @pytest.mark.parametrize("crash", ["accepted", "mixed_dedup:before_swap", "packed:before_swap", "packed:after_swap"])
-@pytest.mark.stage
 def test_kill_during_withdrawal_then_rerun(run, tmp_path, crash):
     doc = _split_doc()
     # the reference: an uninterrupted withdrawal in a copy
@@ -246,7 +241,6 @@ def test_kill_during_withdrawal_then_rerun(run, tmp_path, crash):
     _assert_no_token_lost({doc})
 
 
-@pytest.mark.stage
 def test_new_request_waits_for_an_interrupted_one(run):
     ids = read_columns(Path("data/t/mixed_raw"), ["id"])["id"]
     assert _subprocess_withdraw(["--id", ids[1]], "mixed_dedup:before_swap") == -9
@@ -293,7 +287,6 @@ def test_verification_finds_short_documents(tmp_path):
     assert not res["pass"] and res["traces"][0]["found_as"] == "web/0000000000000001"
 
 
-@pytest.mark.stage
 def test_rebuild_keeps_withdrawn_documents_out(run):
     doc = read_columns(Path("data/t/mixed_raw"), ["id"])["id"][3]
     assert _wd("--id", doc) == 0
@@ -315,7 +308,6 @@ def test_retrain_threshold(run):
     assert "RETRAIN REQUIRED" in Path(f"reports/t/withdrawals/{rec['ticket']}.md").read_text()
 
 
-@pytest.mark.stage
 def test_retrain_when_asked(run):
     sample = json.loads(Path("data/t/tokenizer/sample.json").read_text())
     doc = sample["fineweb_edu"]["train"][0]

@@ -112,11 +112,14 @@ def _read(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path) -> _Docs:
                  {doc_id: i for i, doc_id in enumerate(ids)}, {name: i for i, name in enumerate(order)})
 
 
-def _exact(d: _Docs) -> int:
-    """Phase 1: exact duplicates (same normalized-text hash); returns the number of groups."""
+def _exact(d: _Docs, reason: str = "exact") -> int:
+    """Exact duplicates among the documents still in (same normalized-text hash; URL duplicates are gone
+    already), the first in keep order kept; returns the number of groups. Phase 1 (``exact``), and again
+    after the cleaning steps (``exact_after_cleaning``: documents that differed only by a stripped
+    boilerplate line or a cut span, on the cleaned texts' hashes)."""
     groups: dict[str, list[int]] = {}
     for i in range(d.n):
-        if not d.copies[i] and i not in d.removed:  # URL duplicates are gone already
+        if not d.copies[i] and i not in d.removed:
             groups.setdefault(d.hashes[i], []).append(i)
     n_groups = 0
     for members in groups.values():
@@ -126,26 +129,8 @@ def _exact(d: _Docs) -> int:
         keep = min(members, key=d.keep_key)
         for i in members:
             if i != keep:
-                d.remove(i, "exact", keep, 1.0)
+                d.remove(i, reason, keep, 1.0)
     return n_groups
-
-
-def _exact_after_cleaning(d: _Docs) -> int:
-    """Documents that the line/paragraph/substring steps made identical (a boilerplate attribution line
-    stripped from two copies of one page): the document-level exact step ran before the cleaning, so
-    this pass repeats it on the cleaned texts' hashes. Returns the number of documents removed."""
-    before = len(d.removed)
-    groups: dict[str, list[int]] = {}
-    for i in range(d.n):
-        if not d.copies[i] and i not in d.removed:
-            groups.setdefault(d.hashes[i], []).append(i)
-    for members in groups.values():
-        if len(members) > 1:
-            keep = min(members, key=d.keep_key)
-            for i in members:
-                if i != keep:
-                    d.remove(i, "exact_after_cleaning", keep, 1.0)
-    return len(d.removed) - before
 
 
 def _near(cfg: DedupStageConfig, d: _Docs, src_dir: Path, tmp: Path, executor: Any) -> tuple[Any, dict[str, Any]]:
@@ -286,8 +271,10 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     laps.lap("against earlier runs")
     src_dir = gran.rewrite(d.removed, d.n_chars, d.n_tokens, d.hashes)  # survivors' texts cleaned; read from here on
     if dc.exact and src_dir != gran.src_dir:
+        before = len(d.removed)
+        _exact(d, "exact_after_cleaning")
         log.info("%s: %s document(s) made identical by the cleaning steps removed (exact_after_cleaning)", STAGE,
-                 f"{_exact_after_cleaning(d):,}")
+                 f"{len(d.removed) - before:,}")
     laps.lap("lines, paragraphs, substrings")
     hits_all, best_hits, contamination, cindex = _decontaminate(cfg, d, src_dir)
     laps.lap("decontamination")
