@@ -9,6 +9,7 @@
 #   bash run_pipeline.sh withdraw --id ID --why "..."  # deletion request (withdraw.py), then rerun what is stale
 #   bash run_pipeline.sh --executor ray [--ray-address HOST:6379]   # stages 1-4 on a Ray cluster (same artifacts)
 #   bash run_pipeline.sh --log-level DEBUG            # DEBUG, INFO (default), WARNING, ERROR, CRITICAL
+#   bash run_pipeline.sh --restart                    # a killed stage starts over (default: it resumes its finished units)
 #   bash run_pipeline.sh --strict                     # exit 3 when stage 1 misses the recipe (a source short)
 #
 # First run: creates .venv and installs the pinned dependencies, builds the demo corpus into the
@@ -24,8 +25,8 @@ read -r -a EXEC_STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list --executor
 read -r -a TORCHRUN_STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list --torchrun)"
 NPROC=${NPROC:-1}   # smoke_train ranks: NPROC=2 runs it with --nproc 2 (gloo on CPU, NCCL on GPUs; file rendezvous)
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
-CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() SETS=() WITHDRAW=() EXEC=() LOGL=()
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
+CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() RESTART=() SETS=() WITHDRAW=() EXEC=() LOGL=()
 if [ "${1:-}" = withdraw ]; then WITHDRAW=(withdraw.py); shift; fi
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,6 +34,7 @@ while [ $# -gt 0 ]; do
     --from) FROM=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
     --force) FORCE=(--force); shift ;;
+    --restart) RESTART=(--restart); shift ;;
     --set) SETS+=(--set "$2"); shift 2 ;;
     --executor) EXEC+=(--executor "$2"); shift 2 ;;
     --ray-address) EXEC+=(--ray-address "$2"); shift 2 ;;
@@ -117,7 +119,8 @@ for stage in "${STAGES[@]}"; do
   fi
   current=$stage
   rc=0
-  "${launch[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"} ${LOGL[@]+"${LOGL[@]}"} || rc=$?
+  "${launch[@]}" --config "$CONFIG" ${SETS[@]+"${SETS[@]}"} ${FORCE[@]+"${FORCE[@]}"} ${RESTART[@]+"${RESTART[@]}"} \
+    ${LOGL[@]+"${LOGL[@]}"} || rc=$?
   case $rc in
     0) ;;
     130) on_interrupt ;;

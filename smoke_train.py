@@ -81,6 +81,8 @@ def _launch(args: argparse.Namespace, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.restart:  # stage 5's finished units are its checkpoints: --restart trains from step 0
+        args.overrides.append("train.resume=false")
     if args.nproc < 1:
         print(f"error: --nproc {args.nproc}: give 1 or more ranks", file=sys.stderr)
         return 2

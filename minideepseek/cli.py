@@ -38,6 +38,8 @@ def stage_parser(prog: str, description: str, force: bool = True) -> argparse.Ar
                    help="override a config key, e.g. --set sampler.target_docs=2000 (repeatable)")
     if force:
         p.add_argument("--force", action="store_true", help="rebuild even if the artifact is up to date")
+        p.add_argument("--restart", action="store_true",
+                       help="discard the finished units a killed run of this stage left (default: resume from them)")
     p.add_argument("--log-level", default=os.environ.get("MINIDEEPSEEK_LOG", "INFO"), metavar="LEVEL",
                    help=f"logging level: {', '.join(LOG_LEVELS)} (default: INFO or $MINIDEEPSEEK_LOG)")
     return p
@@ -78,7 +80,7 @@ def stage_script(name: str, doc: str | None) -> tuple[Any, Any]:
 
         spec = pipeline.stage(name)
         cfg, man = run_stage(args, name, lambda cfg, up, ex: pipeline.entry(spec)(
-            cfg, up, args.config, force=args.force, executor=ex))
+            cfg, up, args.config, force=args.force, executor=ex, restart=args.restart))
         print(pipeline.summary_line(spec)(cfg, man))
         gate = pipeline.strict_gate(spec)
         why = gate(cfg, man) if gate is not None else None

@@ -31,6 +31,7 @@ from . import runlock
 from .config import ConfigError, config_hash, to_plain
 from .fsio import UnsafePathError, copy_atomic, inside, sha256_file, write_json_atomic
 from .provenance import git_commit, package_versions, peak_rss_mb
+from .units import UNITS_DIR, Units, count_units, recorded_key, resume_key
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ def remove_dead_tmp(*dirs: Path) -> list[Path]:
                 continue
             if ".old-" in p.name and p.parent == d and not (d / p.name.rsplit(".old-", 1)[0]).exists():
                 continue  # the only copy of an interrupted swap: restore_interrupted_swap puts it back
+            if p.is_dir() and (p / UNITS_DIR).is_dir():
+                continue  # a killed stage's finished units: only that stage's next run adopts or discards them
             log.warning("removing leftover %s of a dead process", p)
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
@@ -424,8 +427,15 @@ class StageRun:
         self.schema_version = schema_version
         self.seed = seed
         self.tmp_dir: Path | None = None
+        self.units: Units | None = None  # set by begin(): finished units, adopted from a killed run or new
+        self.resumed_from: str | None = None
         self._t0 = 0.0
         self._started = ""
+
+    @property
+    def resume_key(self) -> str:
+        return resume_key(self.stage, self.schema_version, self.config_hash,
+                          {i.name: i.fingerprint for i in self.inputs})
 
     @property
     def existing(self) -> dict[str, Any] | None:
@@ -457,18 +467,54 @@ class StageRun:
             return False
         return True
 
-    def begin(self) -> Path:
+    def begin(self, restart: bool = False) -> Path:
+        """Create the temp dir the artifact is built in, or adopt a killed run's (same resume key: its
+        finished units are reused, see minideepseek/units.py); ``restart`` discards a killed run's units."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         restore_interrupted_swap(self.final_dir)
+        adopt = self._resumable(restart)
         remove_dead_tmp(self.run_dir)
         for stray in self.run_dir.glob(f"{self.artifact}.old-*"):  # the artifact exists again: old copies go
             if self.final_dir.exists() and not live_suffix(stray.name, ".old-"):
                 shutil.rmtree(stray, ignore_errors=True)
         self.tmp_dir = self.run_dir / f"{self.artifact}.tmp-{os.getpid()}"
-        self.tmp_dir.mkdir()
+        if adopt is not None:
+            os.rename(adopt, self.tmp_dir)
+            self.resumed_from = adopt.name
+        else:
+            self.tmp_dir.mkdir()
+        self.units = Units(self.tmp_dir, self.stage, self.resume_key)
         self._t0 = time.time()
         self._started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._t0))
         return self.tmp_dir
+
+    def _resumable(self, restart: bool) -> Path | None:
+        """The dead run's temp dir with finished units under this run's resume key (the one with the most
+        units when a stage was killed more than once); every other dead one with units is discarded, and
+        the log says why."""
+        cands = []
+        for p in sorted(self.run_dir.glob(f"{self.artifact}.tmp-*")):
+            if not p.is_dir() or p.is_symlink() or live_suffix(p.name, ".tmp-") or not (p / UNITS_DIR).is_dir():
+                continue
+            n = count_units(p)
+            if restart:
+                log.warning("%s: --restart: discarding %d finished unit(s) of a killed run in %s", self.stage, n, p.name)
+            elif recorded_key(p) != self.resume_key:
+                log.warning("%s: discarding %d finished unit(s) in %s: they were built from another config or "
+                            "other inputs than this run's, so none is reused", self.stage, n, p.name)
+            else:
+                cands.append((n, p))
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+        if not cands:
+            return None
+        cands.sort(key=lambda c: (c[0], c[1].name))
+        for _, p in cands[:-1]:
+            shutil.rmtree(p, ignore_errors=True)
+        n, best = cands[-1]
+        log.warning("%s: resuming the killed run in %s: %d finished unit(s) are reused (same config and inputs; "
+                    "--restart discards them)", self.stage, best.name, n)
+        return best
 
     def elapsed(self) -> float:
         return time.time() - self._t0
@@ -480,6 +526,7 @@ class StageRun:
         ``volatile`` files (reports that carry wall time or peak memory) are checksummed but left out
         of the fingerprint: the data is byte-identical across reruns, timings are not."""
         assert self.tmp_dir is not None, "begin() first"
+        shutil.rmtree(self.tmp_dir / UNITS_DIR, ignore_errors=True)  # resume records never reach the artifact
         files = list_files(self.tmp_dir, volatile)
         fp = artifact_fingerprint(self.config_hash, [i.fingerprint for i in self.inputs], files)
         wall = time.time() - self._t0
@@ -505,6 +552,8 @@ class StageRun:
             "cpu_count": psutil.cpu_count(),
             "input_verification": list(VERIFIED),
         }
+        if self.units is not None and self.resumed_from is not None:
+            manifest["resumed"] = {"from": self.resumed_from, **self.units.summary()}
         write_json_atomic(self.tmp_dir / MANIFEST, manifest)
         swap_into_place(self.tmp_dir, self.final_dir)
         self.tmp_dir = None
@@ -514,16 +563,16 @@ class StageRun:
         return manifest
 
     def execute(self, build: Callable[[Path], dict[str, Any]], report_dir: Path, reports: tuple[str, ...],
-                force: bool = False) -> Manifest:
+                force: bool = False, restart: bool = False) -> Manifest:
         """The contract around a stage body: skip when up to date (unless ``force``), else build into
         the tmp dir (``build(tmp)`` must end with ``commit``), abort on any error; then publish the
         artifact's reports to ``report_dir``. Leftovers of dead processes go first, skipped or not."""
         check_writable(self.run_dir, Path(report_dir))
         with runlock.hold(self.run_dir):
-            return self._execute(build, report_dir, reports, force)
+            return self._execute(build, report_dir, reports, force, restart)
 
     def _execute(self, build: Callable[[Path], dict[str, Any]], report_dir: Path, reports: tuple[str, ...],
-                 force: bool) -> Manifest:
+                 force: bool, restart: bool) -> Manifest:
         restore_interrupted_swap(self.final_dir)
         remove_dead_tmp(self.run_dir, Path(report_dir))
         verify = getattr(getattr(self.cfg, "run", None), "verify", "sha256")
@@ -532,18 +581,24 @@ class StageRun:
             man = self.existing
             assert man is not None
         else:
-            tmp = self.begin()
+            tmp = self.begin(restart)
             try:
                 man = build(tmp)
+            except KeyboardInterrupt:
+                self.abort(keep_units=True)  # Ctrl-C is a kill the user chose: the next run resumes
+                raise
             except BaseException:
                 self.abort()
                 raise
         publish_reports(self.final_dir, report_dir, reports)
         return man
 
-    def abort(self) -> None:
+    def abort(self, keep_units: bool = False) -> None:
+        """Remove the temp dir, unless ``keep_units`` and it holds finished units (then the dead process's
+        dir is adopted or discarded by the stage's next run, like after a SIGKILL)."""
         if self.tmp_dir is not None:
-            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+            if not (keep_units and self.units is not None and count_units(self.tmp_dir)):
+                shutil.rmtree(self.tmp_dir, ignore_errors=True)
             self.tmp_dir = None
 
 

@@ -233,7 +233,7 @@ def _check_pipeline_call(argv: list[str]) -> None:
             elif w == "--log-level":
                 assert v.upper() in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), argv
             i += 2
-        elif w in ("--force", "-h", "--help"):
+        elif w in ("--force", "--restart", "-h", "--help"):
             i += 1
         elif w == "--strict":
             sets.append("sampler.strict=true")

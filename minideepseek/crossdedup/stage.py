@@ -60,13 +60,13 @@ SCHEMA_VERSION = 4
 
 
 def run_dedup(cfg: DedupStageConfig, upstream: dict[str, str], config_path: str, force: bool = False,
-              executor: Any = None) -> Manifest:
+              executor: Any = None, restart: bool = False) -> Manifest:
     run_dir = cfg.run.run_dir
     up = require_upstream(run_dir, UPSTREAM, producer(UPSTREAM).script, upstream[UPSTREAM], config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
     return stage.execute(lambda tmp: _build(cfg, up, run_dir / UPSTREAM, tmp, stage, executor), cfg.run.report_dir,
-                         REPORTS, force)
+                         REPORTS, force, restart=restart)
 
 
 def _keep_key(priority: dict[str, int], source: str, n_chars: int, doc_id: str) -> tuple:

@@ -46,7 +46,7 @@ SCHEMA_VERSION = 1
 
 
 def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path: str,
-             force: bool = False, executor: Any = None) -> Manifest:
+             force: bool = False, executor: Any = None, restart: bool = False) -> Manifest:
     """Run stage 4 under the contract (skip when up to date, refuse stale upstreams)."""
     run_dir = cfg.run.run_dir
     docs = require_upstream(run_dir, DOCS, producer(DOCS).script, upstream_hashes[DOCS], config_path)
@@ -55,7 +55,7 @@ def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path:
               InputRef(name=TOKENIZER, path=str(run_dir / TOKENIZER), fingerprint=tok["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
     return stage.execute(lambda tmp: _build(cfg, docs, tmp, stage, executor), cfg.run.report_dir, REPORT_FILES,
-                         force)
+                         force, restart=restart)
 
 
 def doc_batches(docs: MappedArrow, order: np.ndarray, batch_docs: int) -> Iterator[DocBatch]:

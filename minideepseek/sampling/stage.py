@@ -197,7 +197,7 @@ def _check_empty_after_sampling(cfg: MixSamplerConfig, takers: dict[str, Taker],
 
 
 def run_mix_sampler(cfg: MixSamplerConfig, upstream: dict[str, str] | None = None, config_path: str = "",
-                    force: bool = False, executor: Any = None) -> Manifest:
+                    force: bool = False, executor: Any = None, restart: bool = False) -> Manifest:
     """Run stage 1 under the contract. It reads no upstream artifact (``upstream``, ``config_path``:
     the registry's uniform signature, unused)."""
     run_dir = cfg.run.run_dir
@@ -211,7 +211,8 @@ def run_mix_sampler(cfg: MixSamplerConfig, upstream: dict[str, str] | None = Non
     if deletions is not None:
         inputs.append(deletions)
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
-    return stage.execute(lambda tmp: _build(cfg, sources, tmp, stage, executor), cfg.run.report_dir, REPORTS, force)
+    return stage.execute(lambda tmp: _build(cfg, sources, tmp, stage, executor), cfg.run.report_dir, REPORTS, force,
+                         restart=restart)
 
 
 @dataclass

@@ -76,13 +76,13 @@ def hf_config_files(out: Path, model_max_length: int = 4096) -> None:
 
 
 def run_tokenizer(cfg: TokenizerStageConfig, upstream: dict[str, str], config_path: str,
-                  force: bool = False, executor: Any = None) -> Manifest:
+                  force: bool = False, executor: Any = None, restart: bool = False) -> Manifest:
     run_dir = cfg.run.run_dir
     up = require_upstream(run_dir, UPSTREAM, producer(UPSTREAM).script, upstream[UPSTREAM], config_path)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
     return stage.execute(lambda tmp: _build(cfg, run_dir / UPSTREAM, tmp, stage, executor), cfg.run.report_dir,
-                         REPORTS, force)
+                         REPORTS, force, restart=restart)
 
 
 def heldout_texts(src: Path, splits: dict[str, Any], n_chars: list[int], cap: int
