@@ -552,6 +552,8 @@ class StageRun:
             "cpu_count": psutil.cpu_count(),
             "input_verification": list(VERIFIED),
         }
+        if self.units is not None and (self.units.summary()["units_finished_here"] or self.resumed_from):
+            manifest["units"] = self.units.summary()  # how the work was split (bench/bench_resume.py reads it)
         if self.units is not None and self.resumed_from is not None:
             manifest["resumed"] = {"from": self.resumed_from, **self.units.summary()}
         write_json_atomic(self.tmp_dir / MANIFEST, manifest)
