@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import cross_source_dedup  # noqa: E402
 import mix_sampler  # noqa: E402
-from minideepseek.stage import read_manifest  # noqa: E402
+from minideepseek.artifact import read_manifest  # noqa: E402
 
 
 def main() -> None:

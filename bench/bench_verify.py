@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minideepseek.stage import read_manifest, verify_artifact  # noqa: E402
+from minideepseek.artifact import read_manifest, verify_artifact  # noqa: E402
 
 
 def _read_all(adir: Path, man: dict) -> int:

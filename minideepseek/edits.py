@@ -22,9 +22,10 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from .arrow_io import _file_sha256, shard_paths
+from .artifact import MANIFEST
 from .fsio import write_json_atomic, write_text_atomic
 from .records import base_id
-from .stage import MANIFEST, ArtifactEdit
+from .stage import ArtifactEdit
 
 ID_TOKEN = re.compile(r"[\w.\-]+/[0-9a-f]{16}(?:~\d+)?")  # a document id (``~k``: a reused source id)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import pipeline
+from .artifact import read_manifest
 from .bill import BillAssumptions
 from .bill_cli import DEFAULT_FIT, load_fit, write_bill
 from .config import apply_overrides, build
@@ -22,7 +23,6 @@ from .provenance import git_commit, package_versions
 from .runconfig import RunConfig, load_yaml
 from .sampling.report import verdict_line
 from .sizing import markdown_lines as sizing_lines
-from .stage import read_manifest
 
 
 def _load(path: Path) -> dict[str, Any] | None:

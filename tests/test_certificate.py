@@ -14,13 +14,13 @@ import pack_shuffle
 import train_tokenizer
 from minideepseek import summary
 from minideepseek.arrow_io import iter_dataset_rows, shard_paths
+from minideepseek.artifact import read_manifest
 from minideepseek.config import config_hash
 from minideepseek.crossdedup import certificate
 from minideepseek.crossdedup.certificate import wilson
 from minideepseek.crossdedup.config import CanaryConfig, DedupStageConfig
 from minideepseek.crossdedup.decontam import ngram_hashes, words
 from minideepseek.dashboard.collect import collect
-from minideepseek.stage import read_manifest
 from minideepseek.tokenizer.io import load_tokenizer
 from minideepseek.withdraw.locate import iter_batches
 from tests.chain import build_chain, run_in

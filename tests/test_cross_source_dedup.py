@@ -13,7 +13,7 @@ from realtext import stdlib_docstrings
 
 import cross_source_dedup
 import mix_sampler
-from minideepseek.stage import StaleInputError, read_manifest
+from minideepseek.artifact import StaleInputError, read_manifest
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 

@@ -269,7 +269,7 @@ def test_planted_cases_end_to_end_and_against_earlier_index(planted):
     assert allrows[-1]["docs_out"] == len(kept_texts)
     assert (out / "dedup_index" / "index.json").is_file()
     # determinism: same config + seed -> the same artifact
-    from minideepseek.stage import read_manifest
+    from minideepseek.artifact import read_manifest
     first = read_manifest(out)["fingerprint"]
     assert cross_source_dedup.main(["--config", str(cfg1), "--force"]) == 0
     assert read_manifest(out)["fingerprint"] == first
@@ -308,8 +308,8 @@ def test_line_and_paragraph_steps_in_a_pool_give_the_same_artifact(planted, monk
     """Large inputs run the line/paragraph steps' per-document work in worker processes (results in row
     order, the Bloom filter and counters in the stage's process): the same artifact and the same report
     as in one process."""
+    from minideepseek.artifact import read_manifest
     from minideepseek.crossdedup import granular
-    from minideepseek.stage import read_manifest
 
     tmp, config, _, _ = planted
     cfg = config("pool", {})

@@ -19,12 +19,12 @@ import pack_shuffle
 import withdraw
 from minideepseek import runlock
 from minideepseek.arrow_io import shard_paths
+from minideepseek.artifact import CorruptArtifactError, read_manifest, verify_artifact
 from minideepseek.config import ConfigError
 from minideepseek.dashboard.collect import collect
 from minideepseek.export.__main__ import main as export_main
 from minideepseek.fsio import UnsafePathError, inside, printable, write_text_atomic
 from minideepseek.sampling.filter_report import filter_report_markdown
-from minideepseek.stage import CorruptArtifactError, read_manifest, verify_artifact
 from minideepseek.tickets import TicketLog
 from tests.chain import build_chain
 

@@ -10,9 +10,10 @@ import yaml
 from realtext import stdlib_docstrings
 
 import mix_sampler
+from minideepseek.artifact import StaleInputError, read_manifest
 from minideepseek.config import ConfigError
 from minideepseek.records import text_hash
-from minideepseek.stage import StaleInputError, read_manifest, require_upstream
+from minideepseek.stage import require_upstream
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 

@@ -9,7 +9,7 @@ import yaml
 
 import pack_shuffle
 import smoke_train
-from minideepseek.stage import read_manifest
+from minideepseek.artifact import read_manifest
 from tests.chain import build_chain, run_in
 
 TRAIN = {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 32, "micro_batch": 4, "grad_accum": 2,

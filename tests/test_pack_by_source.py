@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pack_shuffle
-from minideepseek.stage import read_manifest
+from minideepseek.artifact import read_manifest
 from tests.chain import build_chain
 
 

@@ -15,10 +15,10 @@ import cross_source_dedup
 import mix_sampler
 import pack_shuffle
 import train_tokenizer
+from minideepseek.artifact import read_manifest
 from minideepseek.packing.config import PackConfig
 from minideepseek.packing.packer import DocBatch, pack_documents
 from minideepseek.rng import rng_for
-from minideepseek.stage import read_manifest
 from minideepseek.tokenizer.config import EOT_ID, PAD_ID
 from minideepseek.tokenizer.io import load_tokenizer
 from tests.chain import code_zh_chain, code_zh_rows

@@ -305,7 +305,7 @@ def test_whatif_equals_a_rerun_for_loosen_tighten_and_drop(trained, docstrings):
 
 
 def test_signal_store_leaves_the_kept_documents_unchanged(trained, docstrings):
-    from minideepseek.stage import read_manifest
+    from minideepseek.artifact import read_manifest
 
     tmp = trained["tmp"] / "modes"
     tmp.mkdir()

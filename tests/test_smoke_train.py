@@ -22,7 +22,7 @@ import mix_sampler
 import pack_shuffle
 import smoke_train
 import train_tokenizer
-from minideepseek.stage import read_manifest
+from minideepseek.artifact import read_manifest
 from minideepseek.train import trainer
 from minideepseek.train.flops import document_pairs, mfu_report
 from minideepseek.train.loader import LoaderState, PackedBlocks, RankLoader, SamplePlan

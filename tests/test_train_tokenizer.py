@@ -11,8 +11,8 @@ from tokenizers import Tokenizer
 import cross_source_dedup
 import mix_sampler
 import train_tokenizer
+from minideepseek.artifact import read_manifest
 from minideepseek.config import ConfigError
-from minideepseek.stage import read_manifest
 from minideepseek.tokenizer.config import TokenizerConfig
 from minideepseek.tokenizer.sample import stratified_split
 from tests.chain import code_zh_chain, code_zh_rows

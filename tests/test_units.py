@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from minideepseek.stage import InputRef, StageRun, remove_dead_tmp
+from minideepseek.artifact import InputRef, remove_dead_tmp
+from minideepseek.stage import StageRun
 from minideepseek.units import KILL_ENV, UNITS_DIR, Units
 
 

@@ -24,7 +24,7 @@ import pack_shuffle
 import train_tokenizer
 import withdraw
 from minideepseek.arrow_io import read_columns
-from minideepseek.stage import read_manifest
+from minideepseek.artifact import read_manifest
 from minideepseek.tokenizer.io import encode_docs, load_tokenizer
 from tests.chain import build_chain
 

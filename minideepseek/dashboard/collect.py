@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import pipeline
+from ..artifact import CorruptArtifactError, read_manifest
 from ..config import ConfigError
 from ..fsio import sha256_file
-from ..stage import CorruptArtifactError, read_manifest
 
 
 def _load(path: Path) -> dict[str, Any] | None:

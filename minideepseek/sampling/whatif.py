@@ -134,7 +134,7 @@ def _check_same_inputs(new: MixSamplerConfig, manifest: dict[str, Any]) -> None:
 
 def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> dict[str, Any]:
     """The kept ids and tokens per source that stage 1 would produce under ``new``."""
-    from ..stage import read_manifest
+    from ..artifact import read_manifest
 
     art = new.run.run_dir / MIXED_RAW
     man = read_manifest(art)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
+from ..artifact import InputRef
 from ..records import RawDoc
-from ..stage import InputRef
 
 
 class Source(Protocol):

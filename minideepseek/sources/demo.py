@@ -18,10 +18,10 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..artifact import InputRef
 from ..fsio import sha256_file
 from ..records import RawDoc
 from ..rng import permuted
-from ..stage import InputRef
 from .config import SourceConfig
 from .spool import RecordSpool
 

@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..artifact import InputRef
 from ..config import ConfigError, config_hash
 from ..fsio import printable
 from ..records import RawDoc
 from ..rng import rng_for
-from ..stage import InputRef
 from .config import SourceConfig
 from .local import row_to_raw
 

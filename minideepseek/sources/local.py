@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..artifact import InputRef
 from ..config import ConfigError
 from ..fsio import printable, sha256_file
 from ..records import RawDoc, Reject, lone_surrogate_field, snippet, validate_text
 from ..rng import permuted
-from ..stage import InputRef
 from .config import SourceConfig
 from .entries import Entry, check, display, recheck
 from .lines import FileProblem, LineReader

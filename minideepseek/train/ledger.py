@@ -29,9 +29,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..arrow_io import shard_paths
+from ..artifact import read_manifest
 from ..config import ConfigError, build
 from ..pipeline import PACKED, SMOKE_TRAIN
-from ..stage import read_manifest
 from .config import TrainConfig
 from .loader import LoaderState, PackedBlocks, RankLoader, SamplePlan
 

@@ -25,6 +25,7 @@ import torch
 from tokenizers import Tokenizer
 
 from .. import pipeline
+from ..artifact import InputRef, Manifest, StaleInputError, publish_reports
 from ..config import to_plain
 from ..fsio import write_json_atomic, write_text_atomic
 from ..invocation import venv_python
@@ -32,7 +33,7 @@ from ..pipeline import PACKED, TOKENIZER, producer
 from ..progress import Laps
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
-from ..stage import InputRef, Manifest, StageRun, StaleInputError, publish_reports, require_upstream
+from ..stage import StageRun, require_upstream
 from .autosize import fit_to_data
 from .config import TrainStageConfig
 from .dist import DistEnv

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from ..arrow_io import iter_batches, shard_paths
+from ..artifact import read_manifest
 from ..config import ConfigError
 from ..records import base_id, is_copy
-from ..stage import read_manifest
 from ..tickets import Matcher, Selector
 
 log = logging.getLogger(__name__)

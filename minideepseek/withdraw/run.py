@@ -28,12 +28,13 @@ import numpy as np
 
 from .. import pipeline, runlock
 from ..arrow_io import iter_dataset_rows, read_columns
+from ..artifact import live_suffix, publish_reports, read_manifest, restore_interrupted_swap
 from ..config import ConfigError
 from ..edits import EditContext, bases_of, copy_artifact
 from ..fsio import atomic_writer, write_json_atomic, write_text_atomic
 from ..invocation import venv_python
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER, Plan
-from ..stage import ArtifactEdit, live_suffix, publish_reports, read_manifest, restore_interrupted_swap, verify_before_use
+from ..stage import ArtifactEdit, verify_before_use
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
 from .config import WithdrawStageConfig
 from .locate import Location, locate, resolve
