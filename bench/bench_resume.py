@@ -30,10 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from minideepseek import pipeline  # noqa: E402
 from minideepseek.artifact import read_manifest  # noqa: E402
 from minideepseek.units import KILL_ENV  # noqa: E402
 
-STAGES = ("mix_sampler", "cross_source_dedup", "train_tokenizer", "pack_shuffle")
+STAGES = tuple(s.name for s in pipeline.STAGES if s.executor)  # stages 1-4 (stage 5 resumes from checkpoints)
 
 
 def _run(stage: str, common: list[str], force: bool, env: dict[str, str] | None = None) -> tuple[int, float]:
@@ -43,14 +44,8 @@ def _run(stage: str, common: list[str], force: bool, env: dict[str, str] | None 
     return rc, time.perf_counter() - t0
 
 
-def _artifact(stage: str) -> str:
-    from minideepseek import pipeline
-
-    return pipeline.stage(stage).artifact
-
-
 def bench_stage(stage: str, common: list[str], run_dir: Path, at: float) -> dict:
-    adir = run_dir / _artifact(stage)
+    adir = run_dir / pipeline.stage(stage).artifact
     rc, wall = _run(stage, common, force=True)
     man = read_manifest(adir)
     if rc != 0 or man is None:

@@ -93,10 +93,10 @@ def run_facts(report_dir: Path, data_dir: Path | None) -> dict[str, Any]:
         m, s = man[a], summary.get(a, {})
         stages[a] = {"wall_s": m.get("wall_s", s.get("wall_s")), "peak_rss_mb": m.get("peak_rss_mb", s.get("peak_rss_mb")),
                      "cpus": m.get("cpu_count") or 1, "bytes": (m.get("outputs") or {}).get("total_bytes")}
-    mix = _read(report_dir / "source_mix.json")
-    filt = _read(report_dir / "filter_report.json")
-    dedup = _read(report_dir / "dedup_report.json")
-    pack = _read(report_dir / "packing_report.json")
+    mix = _read(report_dir / pipeline.report("source_mix.json"))
+    filt = _read(report_dir / pipeline.report("filter_report.json"))
+    dedup = _read(report_dir / pipeline.report("dedup_report.json"))
+    pack = _read(report_dir / pipeline.report("packing_report.json"))
     ds_tokens = float(mix.get("totals", {}).get("tokens") or man["mixed_raw"].get("counters", {}).get("tokens", 0)
                       or sum(v.get("tokens", 0) for v in man["mixed_raw"]["counters"]["per_source"].values()))
     ft = filt.get("totals", {})

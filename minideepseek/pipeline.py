@@ -96,6 +96,22 @@ SHARED_PACKAGES = ("extract", "filters", "sources", "dedup", "demo_corpus")
 CLIENT_PACKAGES = ("export", "withdraw", "dashboard", "quality")
 
 
+def report(name: str) -> str:
+    """The file name of a stage's report, for a client that reads it (summary, dashboard, bill, withdrawal,
+    README figures): checked against the registry, so a report a stage renames or stops publishing fails
+    at the client's import (and in the tests), not as a silently empty panel. The registry's lists are
+    checked against what each stage writes (tests/test_layers.py)."""
+    if not any(name in s.reports for s in STAGES):
+        raise KeyError(f"no stage publishes a report named {name!r}; the registry lists: "
+                       f"{', '.join(r for s in STAGES for r in s.reports)}")
+    return name
+
+
+def report_owner(name: str) -> StageSpec:
+    """The stage that writes report ``name`` (it lives in that stage's artifact directory too)."""
+    return next(s for s in STAGES if report(name) in s.reports)
+
+
 def entry(spec: StageSpec) -> Any:
     """The stage's ``run(cfg, upstream_hashes, config_path, force=, executor=)`` (``StageSpec.runner``)."""
     return _ref(spec.runner)

@@ -254,7 +254,7 @@ def _trained(training: dict[str, Any] | None) -> str:
 
 def certificate(r: Reports) -> str:
     """The run's recall certificate (``certificate.json``, stage 2 with ``canaries.enabled``)."""
-    if not (r.dir / "certificate.json").is_file():
+    if not (r.dir / pipeline.report("certificate.json")).is_file():
         return f"No certificate in `{shown(r.dir)}/` (the run had `canaries.enabled: false`).\n"
     steps = r.get("certificate", "steps")
     rows = ["| step | verdict | must catch | caught | recall (95% CI) | controls | false removals |",

@@ -41,34 +41,34 @@ def figures(run: RunConfig) -> dict[str, Any]:
             "wall_s": man.wall_s if man else None, "peak_rss_mb": man.peak_rss_mb if man else None,
             "finished_at": man.finished_at if man else None, "fingerprint": man.fingerprint if man else None,
             "reports": [r for r in reports if (rep / r).is_file()]})
-    mix = _load(rep / "source_mix.json")
+    mix = _load(rep / pipeline.report("source_mix.json"))
     if mix:
         out["docs_sampled"] = mix["totals"]["docs"]
         out["tokens_sampled_deepseek"] = mix["totals"]["tokens"]
         out["mix_max_deviation_pp"] = mix["totals"]["max_abs_deviation_pp"]
         out["filtered"] = mix["totals"].get("filtered")
         out["recipe"] = {"line": verdict_line(mix), **(mix.get("recipe") or {})}
-    dd = _load(rep / "dedup_report.json")
+    dd = _load(rep / pipeline.report("dedup_report.json"))
     if dd:
         out["dedup"] = {"docs_in": dd["docs_in"], "docs_out": dd["docs_out"], "removed": dd["removed"],
                         "dup_rate": dd["dup_rate"]}
-    cert = _load(rep / "certificate.json")
+    cert = _load(rep / pipeline.report("certificate.json"))
     if cert and (read_manifest(rd / "mixed_dedup") or {}).get("certificate"):  # not one left by an earlier run
         out["certificate"] = {"passed": cert["passed"], "line": cert["line"], "canaries": cert["canaries"],
                               "steps": {s: {k: v[k] for k in ("verdict", "should_catch", "caught", "recall", "ci95",
                                                               "controls", "false_removals", "floor")}
                                         for s, v in cert["steps"].items()}}
-    tk = _load(rep / "tokenizer_eval.json")
+    tk = _load(rep / pipeline.report("tokenizer_eval.json"))
     if tk:
         out["tokenizer"] = {"vocab": tk["vocab_size_final"], "target": tk["vocab_size_target"],
                             "round_trip": tk["round_trip"].get("ours")}
-    pk = _load(rep / "packing_report.json")
+    pk = _load(rep / pipeline.report("packing_report.json"))
     if pk:
         out["packing"] = {k: pk.get(k) for k in ("blocks", "tokens_in_blocks", "packing_efficiency", "seq_len")}
-    st = _load(rep / "smoke_train.json")
+    st = _load(rep / pipeline.report("smoke_train.json"))
     if st:
         out["smoke_train"] = smoke_train_figures(st)
-    mx = _load(rep / "mixture.json")  # the per-source mixture sampler's report (pack.by_source data)
+    mx = _load(rep / pipeline.report("mixture.json"))  # the per-source mixture sampler's report (pack.by_source data)
     if mx:
         out["mixture"] = {"max_phase_deviation_pp": mx["max_phase_deviation_pp"], "phases": len(mx["phases"]),
                           "window_max_pp": mx["window"]["max_deviation_pp"], "window_bound_pp": mx["window"]["bound_pp"],

@@ -151,3 +151,27 @@ def test_config_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     cfg.write_text(cfg.read_text() + "\n# edited\n")  # an edited file is parsed again
     pipeline.Plan(cfg, ["run.name=once"]).expected_hashes()
     assert len(calls) == 2
+
+
+def test_clients_name_stage_reports_through_the_registry() -> None:
+    """A client (summary, dashboard, bill, withdrawal, README figures, export) names a stage's report only
+    through ``pipeline.report``: a report a stage renames or stops publishing then fails at the client's
+    import instead of leaving an empty panel. A literal report name anywhere else in a client is caught."""
+    import re
+
+    from minideepseek import pipeline
+
+    names = {r for s in pipeline.STAGES for r in s.reports if r.endswith(".json")}
+    clients = [ROOT / "minideepseek" / f for f in ("summary.py", "bill.py", "readme_figures.py")]
+    clients += [p for pkg in pipeline.CLIENT_PACKAGES for p in (ROOT / "minideepseek" / pkg).rglob("*.py")]
+    bad = []
+    for path in clients:
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for name in names:
+                for m in re.finditer(re.escape(f'"{name}"'), line):
+                    if not line[:m.start()].endswith("pipeline.report("):
+                        bad.append(f"{path.relative_to(ROOT)}:{i}: {name}")
+    assert not bad, "report names a client spells out instead of pipeline.report(...):\n" + "\n".join(bad)
+    with pytest.raises(KeyError, match="no stage publishes"):
+        pipeline.report("source_mixture.json")
+    assert pipeline.report_owner("certificate.json").name == "cross_source_dedup"

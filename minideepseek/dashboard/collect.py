@@ -66,7 +66,7 @@ def collect(report_dir: Path, data_dir: Path | None = None) -> dict[str, Any]:
     With artifacts, every report is first checked against its stage's manifest (``verify_reports``)."""
     report_dir = Path(report_dir)
     verified = verify_reports(report_dir, data_dir)
-    mix = _load(report_dir / "source_mix.json")
+    mix = _load(report_dir / pipeline.report("source_mix.json"))
     if mix is None:
         raise ConfigError(f"{report_dir}/source_mix.json not found: not a run's report directory; run "
                           f"`bash run_pipeline.sh` for it first, or pass reports/<run> of a finished run")
@@ -77,35 +77,35 @@ def collect(report_dir: Path, data_dir: Path | None = None) -> dict[str, Any]:
     run["totals"] = {"docs": mix["totals"]["docs"], "tokens": mix["totals"]["tokens"],
                      "max_abs_deviation_pp": mix["totals"]["max_abs_deviation_pp"]}
 
-    dd = _load(report_dir / "dedup_report.json")
+    dd = _load(report_dir / pipeline.report("dedup_report.json"))
     if dd:
         run["dedup"] = {"rate": dd["dup_rate"], "docs_in": dd["docs_in"], "docs_out": dd["docs_out"],
                         "per_source": {s: v.get("rate", 0.0) for s, v in dd["per_source"].items()}}
-    prof = _load(report_dir / "data_profile.json")
+    prof = _load(report_dir / pipeline.report("data_profile.json"))
     if prof:
         run["profile"] = {s: _profile_entry(v) for s, v in prof["sources"].items()}
         run["profile_overall"] = _profile_entry(prof["overall"]) if prof["overall"].get("docs") else {}
-    tk = _load(report_dir / "tokenizer_eval.json")
+    tk = _load(report_dir / pipeline.report("tokenizer_eval.json"))
     if tk:
         run["tokenizer"] = {"vocab": tk["vocab_size_final"], "per_source": {
             s: {name: m["tokens_per_char"] for name, m in by.items()} for s, by in tk["per_source"].items()}}
-    pk = _load(report_dir / "packing_report.json")
+    pk = _load(report_dir / pipeline.report("packing_report.json"))
     if pk:
         sizes = [f["bytes"] for f in pk["shards"]["files"]]
         run["packing"] = {"blocks": pk["blocks"], "efficiency": pk["packing_efficiency"], "pad_tokens": pk["pad_tokens"],
                           "shard_bytes": sizes, "tokens_ours": {s: v["tokens"] for s, v in pk["per_source"].items()},
                           "share_ours": {s: v["token_share"] for s, v in pk["per_source"].items()}}
-    con = _load(report_dir / "contamination_report.json")
+    con = _load(report_dir / pipeline.report("contamination_report.json"))
     if con:
         run["contamination_hits"] = con.get("hits", 0)
-    cert = _load(report_dir / "certificate.json")  # the recall certificate (canaries.enabled)
+    cert = _load(report_dir / pipeline.report("certificate.json"))  # the recall certificate (canaries.enabled)
     if cert and _certified(data_dir):
         run["certificate"] = {"passed": cert["passed"], "line": cert["line"],
                               "recall": {s: v["recall"] for s, v in cert["steps"].items() if v["recall"] is not None},
                               "false_removals": sum(v["false_removals"] for v in cert["steps"].values())}
         for step in ("near", "decontamination"):
             run["certificate"][f"{step}_recall"] = cert["steps"][step]["recall"]
-    st = _load(report_dir / "smoke_train.json")
+    st = _load(report_dir / pipeline.report("smoke_train.json"))
     if st:
         run["smoke_train"] = {"loss_last": st["loss"]["last"], "val_last": st["val"]["last"],
                               "passed": all(c["ok"] for c in st.get("criteria", {}).values() if isinstance(c, dict))}

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import pipeline
 from ..arrow_io import iter_batches, shard_paths
 from ..artifact import read_manifest
 from ..config import ConfigError
@@ -32,12 +33,12 @@ from ..tickets import Matcher, Selector
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("mixed_raw", "mixed_dedup")
+DATASETS = (pipeline.MIXED_RAW, pipeline.MIXED_DEDUP)
 
 
 def resolve(run_dir: Path, selectors: list[Selector], ticket: str, duplicates: bool) -> list[dict[str, Any]]:
     """Every document of ``mixed_raw`` the request withdraws, with why (``via``), in dataset order."""
-    raw = run_dir / "mixed_raw"
+    raw = run_dir / pipeline.MIXED_RAW
     if read_manifest(raw) is None:
         raise ConfigError(f"{raw} is missing or incomplete: there is nothing to withdraw from yet; run "
                           f"`bash run_pipeline.sh` (at least stage 1) first")
@@ -77,7 +78,7 @@ def resolve(run_dir: Path, selectors: list[Selector], ticket: str, duplicates: b
 def _duplicate_edges(run_dir: Path) -> dict[str, list[tuple[str, str]]]:
     """id -> [(other id, relation)] from stage 2's removed.jsonl (exact and near pairs, and the documents the
     cleaning steps made identical)."""
-    path = run_dir / "mixed_dedup" / "removed.jsonl"
+    path = run_dir / pipeline.MIXED_DEDUP / "removed.jsonl"
     edges: dict[str, list[tuple[str, str]]] = defaultdict(list)
     if not path.is_file():
         return edges
@@ -122,7 +123,7 @@ def locate(run_dir: Path, ids: set[str]) -> Location:
             if n:
                 per[path.name] = n
         loc.datasets[art] = per
-    packed = run_dir / "packed"
+    packed = run_dir / pipeline.PACKED
     if read_manifest(packed) is not None:
         for path in shard_paths(packed):
             rows = []
@@ -137,11 +138,11 @@ def locate(run_dir: Path, ids: set[str]) -> Location:
                 row0 += b.num_rows
             if rows:
                 loc.packed_blocks[path.name] = rows
-        rep = packed / "packing_report.json"
+        rep = packed / pipeline.report("packing_report.json")
         if rep.is_file():
             tail = json.loads(rep.read_text(encoding="utf-8")).get("tail_docs", {})
             loc.tail_docs = [d for d in tail.get("dropped_entirely", []) + tail.get("truncated", []) if d in ids]
-    sample = run_dir / "tokenizer" / "sample.json"
+    sample = run_dir / pipeline.TOKENIZER / "sample.json"
     if sample.is_file():
         s = json.loads(sample.read_text(encoding="utf-8"))
         for split in s.values():

@@ -144,7 +144,7 @@ class Withdrawal:
         self.records.mkdir(parents=True, exist_ok=True)
         ids = {d["id"]: k for k, d in enumerate(docs)}
         texts: dict[str, str] = {}
-        for row in iter_dataset_rows(self.run_dir / "mixed_raw", columns=["id", "text"]):
+        for row in iter_dataset_rows(self.run_dir / pipeline.MIXED_RAW, columns=["id", "text"]):
             if row["id"] in ids:
                 texts[row["id"]] = row["text"]
         arrays: dict[str, np.ndarray] = {}
@@ -162,8 +162,9 @@ class Withdrawal:
         with atomic_writer(self.records / f"{t}.npz") as fh:  # temp file + rename, never through a link
             np.savez(fh, **arrays)
         in_dedup = []
-        if read_manifest(self.run_dir / "mixed_dedup") is not None:
-            in_dedup = [r["id"] for r in iter_dataset_rows(self.run_dir / "mixed_dedup", columns=["id"]) if r["id"] in ids]
+        dedup_dir = self.run_dir / pipeline.MIXED_DEDUP
+        if read_manifest(dedup_dir) is not None:
+            in_dedup = [r["id"] for r in iter_dataset_rows(dedup_dir, columns=["id"]) if r["id"] in ids]
         # where the smoke train read them, from the step ledger, while the packed data it trained on is there
         from ..train.blame import training_summary  # torch only when a withdrawal gets this far
 
@@ -173,8 +174,8 @@ class Withdrawal:
             "in_dedup": in_dedup, "training": training})
 
     def tokenizer(self):  # type: ignore[no-untyped-def]
-        path = self.run_dir / "tokenizer" / "tokenizer.json"
-        if read_manifest(self.run_dir / "tokenizer") is None or not path.is_file():
+        path = self.run_dir / pipeline.TOKENIZER / "tokenizer.json"
+        if read_manifest(self.run_dir / pipeline.TOKENIZER) is None or not path.is_file():
             return None
         from ..tokenizer.io import load_tokenizer
 
@@ -247,7 +248,7 @@ class Withdrawal:
     def _retrain_decision(self, t: str, tk: dict[str, Any]) -> dict[str, Any]:
         """Cumulative: every training document withdrawn since the tokenizer was trained counts
         (many small requests add up), against the size of the sample it was trained on."""
-        man = read_manifest(self.run_dir / "tokenizer") or {"counters": {}, "withdrawals": []}
+        man = read_manifest(self.run_dir / pipeline.TOKENIZER) or {"counters": {}, "withdrawals": []}
         earlier = sum(w.get("train_docs_withdrawn", 0) for w in man.get("withdrawals", []) if w["ticket"] != t)
         trained_on = man["counters"].get("train_docs") or tk["train_total"]
         total = earlier + len(tk["train"])
@@ -339,25 +340,25 @@ class Withdrawal:
 def figures(run_dir: Path) -> dict[str, Any]:
     """The figures a release note compares before/after, read from manifests and reports."""
     out: dict[str, Any] = {}
-    raw = read_manifest(run_dir / "mixed_raw")
+    raw = read_manifest(run_dir / pipeline.MIXED_RAW)
     if raw:
-        mix = json.loads((run_dir / "mixed_raw" / "source_mix.json").read_text())
+        mix = json.loads((run_dir / pipeline.MIXED_RAW / pipeline.report("source_mix.json")).read_text())
         out["mixed_raw"] = {"docs": raw["counters"]["docs"], "tokens": mix["totals"]["tokens"],
                             "share_tokens": {r["source"]: r["share_tokens"] for r in mix["sources"]},
                             "max_abs_deviation_pp": mix["totals"]["max_abs_deviation_pp"]}
-    dd = read_manifest(run_dir / "mixed_dedup")
+    dd = read_manifest(run_dir / pipeline.MIXED_DEDUP)
     if dd:
         out["mixed_dedup"] = {"docs": dd["counters"]["docs_out"]}
-    tk = read_manifest(run_dir / "tokenizer")
+    tk = read_manifest(run_dir / pipeline.TOKENIZER)
     if tk:
         out["tokenizer"] = {"vocab_size": tk["counters"].get("vocab_size"), "sha256": next(
             (f["sha256"] for f in tk["outputs"]["files"] if f["path"] == "tokenizer.json"), None)}
-    pk = read_manifest(run_dir / "packed")
+    pk = read_manifest(run_dir / pipeline.PACKED)
     if pk:
         c = pk["counters"]
         out["packed"] = {k: c.get(k) for k in ("docs", "blocks", "tokens_produced", "tokens_in_blocks",
                                                "packing_efficiency", "dropped_tail_tokens", "pad_tokens")}
-        rep = json.loads((run_dir / "packed" / "packing_report.json").read_text())
+        rep = json.loads((run_dir / pipeline.PACKED / pipeline.report("packing_report.json")).read_text())
         out["packed"]["token_share"] = {s: v["token_share"] for s, v in rep["per_source"].items()}
         out["packed"]["shards"] = {f["path"]: f["sha256"] for f in pk["outputs"]["files"] if f["path"].endswith(".arrow")}
     out["smoke_train"] = read_manifest(run_dir / "smoke_train") is not None
