@@ -53,10 +53,9 @@ log = logging.getLogger(__name__)
 
 WRITE_GROUP_BYTES = 1 << 20  # tokens gathered per shuffled write: bounds memory and shard overshoot
 # Resume inside the stage (minideepseek/units.py): with the stage's units, packing is cut into units of about
-# UNIT_TOKENS tokens (at a batch boundary; each unit's blocks in a file of its own, its state the counters and
-# the carried partial block), and the shuffle+write is one more unit ("written"). 1M tokens take ~1.5 s on the
-# demo's 2 cores (9.4M tokens: 14 units); the shuffle+write of the demo's 2,285 blocks takes 0.4 s.
-UNIT_TOKENS = 1 << 19
+# pack.unit_tokens tokens (at a batch boundary; each unit's blocks in a file of its own, its state the counters
+# and the carried partial block), and the shuffle+write is one more unit ("written"). 512K tokens take ~0.7 s
+# on the demo's 2 cores (9.4M tokens in 5 sources: 16 units); the demo's shuffle+write (2,285 blocks) 0.4 s.
 
 
 def packed_features(seq_len: int) -> datasets.Features:
@@ -336,7 +335,7 @@ def pack_to_file(tok: Tokenizer, batches: Iterable[DocBatch], pc: PackConfig, te
 
 def pack_to_files(tok: Tokenizer, batches_from: Callable[[int], Iterable[DocBatch]], pc: PackConfig, work: Path,
                   prefix: str, desc: str, units: Any, tag: str) -> tuple[PackStats, list[Path]]:
-    """``pack_to_file`` in resumable units (``UNIT_TOKENS``): blocks in pack order across the files
+    """``pack_to_file`` in resumable units (``pc.unit_tokens``): blocks in pack order across the files
     ``work/<prefix>-<unit>.arrow`` (returned, in order). ``batches_from(k)``: the batches from document
     ``k`` on (k is at a batch boundary). A resumed run restores the state of the killed run's last finished
     unit (counters, carried partial block) and packs from there; the file of the unit it was in is rewritten."""
@@ -366,7 +365,7 @@ def pack_to_files(tok: Tokenizer, batches_from: Callable[[int], Iterable[DocBatc
             bar.update(len(flat))
             docs_done += len(lens)
             since += len(flat)
-            if since >= UNIT_TOKENS:
+            if since >= pc.unit_tokens:
                 packer.close_file()
                 units.finish(name(u), {**packer.state(), "docs_done": docs_done})
                 u, since = u + 1, 0
