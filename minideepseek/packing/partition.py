@@ -139,7 +139,7 @@ def _in_units(executor: Any, fn: Any, args: list[tuple], units: Any, names: list
     if units is None:
         return list(executor.map(fn, args))
     done = [units.done(n) for n in names]
-    fresh = executor.map(fn, (a for a, d in zip(args, done) if not d))
+    fresh = iter(executor.map(fn, [a for a, d in zip(args, done) if not d]))
     out = []
     for name, d in zip(names, done):
         if d:
