@@ -24,16 +24,18 @@ from tests.chain import build_chain, run_in
 
 ROOT = Path(__file__).resolve().parents[1]
 UNIT_TOKENS = 3000
+# units of <= 3,000 tokens or one batch of 2 documents (both execution only: the data is the same): ~20-40 units
+_SMALL = ("--set", f"pack.unit_tokens={UNIT_TOKENS}", "--set", "pack.batch_docs=2")
 
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     """Stages 1-4 on the small chain (the uninterrupted reference), stage 4 also with pack.by_source; packed in
-    small units (pack.unit_tokens is execution only: the data is the same), so the manifests count them."""
+    small units (``_SMALL``), so the manifests count them."""
     root = build_chain(tmp_path_factory.mktemp("resume"))
     ref = root.parent / "by_source"
     shutil.copytree(root, ref)
-    small = ("--config", "t.yaml", "--force", "--set", f"pack.unit_tokens={UNIT_TOKENS}")
+    small = ("--config", "t.yaml", "--force", *_SMALL)
     fp = _data(root / "data" / "t" / "packed")
     assert run_in(root, pack_shuffle, *small) == 0
     assert _data(root / "data" / "t" / "packed") == fp
@@ -98,7 +100,7 @@ def test_pack_shuffle_killed_inside_packing_and_write_resumes_byte_identical(cha
     root, ref = chain
     ref = ref if by_source else root
     run = _copy(ref, tmp_path / "run", "packed")
-    sets = (f"pack.unit_tokens={UNIT_TOKENS}", f"pack.by_source={str(by_source).lower()}")
+    sets = (*_SMALL[1::2], f"pack.by_source={str(by_source).lower()}")
     assert _run(run, "pack_shuffle", *sets, kill="pack_shuffle:3") == -signal.SIGKILL
     assert len(_units(run, "packed")) == 3
     p = _script(run, "pack_shuffle", *sets)
@@ -109,9 +111,10 @@ def test_pack_shuffle_killed_inside_packing_and_write_resumes_byte_identical(cha
     p.communicate(timeout=60)
     assert p.returncode == -signal.SIGKILL, "the stage finished before the test killed it"
     done = _units(run, "packed")
-    assert 8 <= len(done) and not any("written" in u for u in done), done
-    # the remaining packing units, then killed right after the write, before the report and the commit
+    assert len(done) >= 8, done
+    # the remaining packing units, then killed right after the write (the last unit), before the commit
     total = read_manifest(ref / "data" / "t" / "packed")["units"]["units_finished_here"]
+    assert total >= len(done) + 10, "units too coarse for these kill points"
     n = total - len(done)
     assert _run(run, "pack_shuffle", *sets, kill=f"pack_shuffle:{n}") == -signal.SIGKILL
     assert any(u.endswith("written.json") for u in _units(run, "packed"))
@@ -163,3 +166,44 @@ def test_ray_partitions_are_driver_units_and_resume(chain, tmp_path, monkeypatch
     assert man["resumed"]["units_reused"] == 5 and man["units"]["units_finished_here"] > 0
     rep = json.loads((run / "data" / "t" / "packed" / "packing_report.json").read_text())
     assert rep["by_source"] == man["by_source"]
+
+
+def _interrupt_after(monkeypatch, pred) -> None:
+    """Units.finish raises KeyboardInterrupt (the CLI's Ctrl-C, which keeps the units) after a unit ``pred``
+    accepts; the run's temp dir is then renamed as a dead process's (what a SIGKILL leaves)."""
+    finish = Units.finish
+
+    def interrupted(self, name, state=None):
+        finish(self, name, state)
+        if pred(name):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Units, "finish", interrupted)
+
+
+def _as_dead(run_dir: Path, artifact: str) -> None:
+    (tmp,) = run_dir.glob(f"{artifact}.tmp-*")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    os.rename(tmp, tmp.with_name(f"{artifact}.tmp-{dead.pid}"))
+
+
+def test_rejected_seq_len_attempt_is_not_packed_again(chain, tmp_path, monkeypatch):
+    """pack.auto_seq_len: the attempt found too coarse (4096: too few blocks) is a unit; a run interrupted in
+    the next attempt resumes there without packing at 4096 again, and writes the uninterrupted run's shards."""
+    root, _ = chain
+    sets = ("--config", "t.yaml", "--set", "pack.seq_len=4096", "--set", f"pack.unit_tokens={UNIT_TOKENS}")
+    ref = _copy(root, tmp_path / "ref", "packed")
+    assert run_in(ref, pack_shuffle, *sets) == 0
+    assert read_manifest(ref / "data" / "t" / "packed")["counters"]["seq_len"] < 4096
+    run = _copy(root, tmp_path / "run", "packed")
+    _interrupt_after(monkeypatch, lambda name: name == "s=2048.part=00001")
+    assert run_in(run, pack_shuffle, *sets) != 0
+    _as_dead(run / "data" / "t", "packed")
+    names: list[str] = []
+    _interrupt_after(monkeypatch, lambda name: names.append(name) and False)
+    assert run_in(run, pack_shuffle, *sets) == 0
+    assert names and not [n for n in names if n.startswith("s=4096.")], names
+    assert _data(run / "data" / "t" / "packed") == _data(ref / "data" / "t" / "packed")
+    a, b = read_manifest(run / "data" / "t" / "packed"), read_manifest(ref / "data" / "t" / "packed")
+    assert a["sizing"] == b["sizing"] and a["counters"] == b["counters"]
