@@ -27,7 +27,7 @@ from tokenizers import Tokenizer
 from ..mapped import MappedArrow
 from ..rng import rng_for
 from .config import PackConfig
-from .packer import PackStats, order_sha256, pack_to_file, shuffle_and_write
+from .packer import PackStats, order_sha256, pack_to_file, pack_to_files, shuffle_and_write
 from .partition import partitioned_blocks
 
 
@@ -39,13 +39,15 @@ def source_column(docs: MappedArrow) -> np.ndarray:
 
 def pack_by_source(docs: MappedArrow, doc_batches: Any, tok: Tokenizer, pc: PackConfig, seed: int,
                    out_dir: Path, work_dir: Path, executor: Any = None, shards: list[str] | None = None,
-                   tok_path: str = "") -> tuple[PackStats, dict[str, dict[str, Any]], np.ndarray]:
+                   tok_path: str = "", units: Any = None,
+                   tag: str = "") -> tuple[PackStats, dict[str, dict[str, Any]], np.ndarray]:
     """Pack each source separately; returns the merged stats, the per-source table and the
     concatenated per-source document orders (for the manifest's order hash).
 
     Locally, ``doc_batches(order)`` yields ``DocBatch``es of the given rows (stage.doc_batches); with
     a Ray ``executor``, each source is tokenized and packed as partition tasks (partition.py, with
-    ``shards`` and ``tok_path``), which writes the same blocks (tested)."""
+    ``shards`` and ``tok_path``), which writes the same blocks (tested). With the stage's ``units`` each
+    source's packing is done in resumable units named "<tag>src=<i>." + the packer's or the partitions'."""
     work_dir.mkdir(parents=True, exist_ok=True)
     src = source_column(docs)
     names = sorted(set(src.tolist()))
@@ -59,10 +61,15 @@ def pack_by_source(docs: MappedArrow, doc_batches: Any, tok: Tokenizer, pc: Pack
         rows = np.flatnonzero(src == name)
         order = rows[rng_for(seed, "pack", "documents", name).permutation(len(rows))]
         orders.append(order)
+        src_tag = f"{tag}src={i:04d}."
         if executor is not None:
             assert shards is not None
             st, fs, phys = partitioned_blocks(executor, shards, order, tok_path, tok.get_vocab_size(), pc,
-                                              work_dir / f"src-{i:04d}")
+                                              work_dir / f"src-{i:04d}", units, src_tag)
+        elif units is not None:
+            st, fs = pack_to_files(tok, lambda k, order=order: doc_batches(order[k:]), pc, work_dir,
+                                   f"blocks-{i:04d}", f"tokenize+pack {name}", units, src_tag)
+            phys = np.arange(st.blocks, dtype=np.int64)
         else:
             st, fs, phys = _local_blocks(tok, doc_batches(order), pc, work_dir / f"blocks-{i:04d}.arrow", name)
         _merge(total, st)
@@ -77,7 +84,7 @@ def pack_by_source(docs: MappedArrow, doc_batches: Any, tok: Tokenizer, pc: Pack
     total.pack_s = time.time() - t0
     perm = np.concatenate(perms) if perms else np.empty(0, np.int64)
     phys_all = np.concatenate(physs) if physs else np.empty(0, np.int64)
-    stats = shuffle_and_write(total, files, phys_all, None, out_dir, pc, work_dir, perm=perm)
+    stats = shuffle_and_write(total, files, phys_all, None, out_dir, pc, work_dir, perm=perm, units=units, tag=tag)
     for name, (lo, hi) in ((n, t["block_range"]) for n, t in table.items()):
         table[name]["block_order_sha256"] = order_sha256(perm[lo:hi])
     return stats, table, np.concatenate(orders) if orders else np.empty(0, np.int64)

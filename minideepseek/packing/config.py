@@ -14,7 +14,9 @@ class PackConfig:
     # batch_docs and num_threads change how fast the stage runs, never what it writes (the tail is
     # carried across batches, so block contents do not depend on batch boundaries: tested).
     # encoder too: "auto" (tiktoken) gives HF's ids exactly, checked (fastbpe.py)
-    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("batch_docs", "num_threads", "encoder")
+    # unit_tokens only cuts the work into resumable units (each unit's blocks in its own temp file; the
+    # shards are gathered across them), so it never changes what is written either
+    EXEC_ONLY: ClassVar[tuple[str, ...]] = ("batch_docs", "num_threads", "encoder", "unit_tokens")
 
     seq_len: int = 4096  # tokens per block (the seed's SEQ_LEN); DeepSeek-V3 pretrains at 4K
     # The last partial block of the whole run: "drop" it (reported) or "pad" it with <|pad|> (id 1)
@@ -25,6 +27,8 @@ class PackConfig:
     # "auto": tiktoken with our vocabulary and pre-split when it provably gives the same ids (HF
     # otherwise; a sample re-encoded by HF in every run); "hf": HF tokenizers only
     encoder: Literal["auto", "hf"] = "auto"
+    # tokens per resumable unit of the local packer (a kill redoes at most one: ~0.7 s on the demo's 2 cores)
+    unit_tokens: int = 1 << 19
     decode_samples: int = 10  # random blocks decoded into the report, boundaries marked
     # true: every block holds one source's documents only; the blocks of each source form one
     # contiguous range of the dataset (shuffled within it), so a trainer can weight sources in its
@@ -44,6 +48,7 @@ class PackConfig:
                 f"pack.max_shard_bytes={self.max_shard_bytes} is smaller than one block "
                 f"({4 * self.seq_len} bytes); raise it (64 MiB = {64 << 20} default)")
         require(self.batch_docs >= 1, "pack.batch_docs must be >= 1 (256 default)")
+        require(self.unit_tokens >= 1, "pack.unit_tokens must be >= 1 (524288 default)")
         require(self.num_threads >= 0, "pack.num_threads must be >= 0 (0 = all cores)")
         require(self.decode_samples >= 0, "pack.decode_samples must be >= 0")
         require(self.min_blocks >= 1, f"pack.min_blocks={self.min_blocks} must be >= 1 (32 default)")

@@ -125,23 +125,54 @@ def pack_partition(args: tuple) -> dict[str, Any]:
 
 
 def pack_partitioned(executor: Any, shards: list[str], doc_order: np.ndarray, tok_path: str, vocab: int,
-                     pc: PackConfig, block_seed: Any, out_dir: Path, work_dir: Path) -> PackStats:
+                     pc: PackConfig, block_seed: Any, out_dir: Path, work_dir: Path, units: Any = None,
+                     tag: str = "") -> PackStats:
     """The whole of ``packer.pack_documents`` with tokenization and packing as executor tasks."""
-    st, files, phys = partitioned_blocks(executor, shards, doc_order, tok_path, vocab, pc, work_dir)
-    return shuffle_and_write(st, files, phys, block_seed, out_dir, pc, work_dir)
+    st, files, phys = partitioned_blocks(executor, shards, doc_order, tok_path, vocab, pc, work_dir, units, tag)
+    return shuffle_and_write(st, files, phys, block_seed, out_dir, pc, work_dir, units=units, tag=tag)
+
+
+def _in_units(executor: Any, fn: Any, args: list[tuple], units: Any, names: list[str]) -> list[dict[str, Any]]:
+    """``executor.map(fn, args)`` in order, each task's result a unit recorded by the driver (``units``: the
+    stage's, or None); the tasks of the units a killed run finished are not run again (their results are
+    the recorded states). A task the kill cut short left only its own partition's files: it rewrites them."""
+    if units is None:
+        return list(executor.map(fn, args))
+    done = [units.done(n) for n in names]
+    fresh = iter(executor.map(fn, [a for a, d in zip(args, done) if not d]))
+    out = []
+    for name, d in zip(names, done):
+        if d:
+            r = dict(units.get(name) or {})
+            r.pop("_seconds", None)
+        else:
+            r = _plain(next(fresh))
+            units.finish(name, r)
+        out.append(r)
+    return out
+
+
+def _plain(r: dict[str, Any]) -> dict[str, Any]:
+    """A task result as JSON (a unit's state): the edge pieces' token arrays as lists."""
+    if "pieces" in r:
+        r = {**r, "pieces": [{**pc, "tokens": np.asarray(pc["tokens"]).tolist()} for pc in r["pieces"]]}
+    return r
 
 
 def partitioned_blocks(executor: Any, shards: list[str], doc_order: np.ndarray, tok_path: str, vocab: int,
-                       pc: PackConfig, work_dir: Path) -> tuple[PackStats, list[Path], np.ndarray]:
+                       pc: PackConfig, work_dir: Path, units: Any = None,
+                       tag: str = "") -> tuple[PackStats, list[Path], np.ndarray]:
     """Tokenize + pack ``doc_order`` as executor tasks: the stats, the block files and the map from
-    pack-order block index to row across those files (the input of the seeded shuffle)."""
+    pack-order block index to row across those files (the input of the seeded shuffle). With the stage's
+    ``units`` every task is a unit ("<tag>tok=<p>", "<tag>pack=<p>"), recorded by the driver."""
     S = pc.seq_len
     work = work_dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     parts = [doc_order[j:j + PARTITION_DOCS] for j in range(0, len(doc_order), PARTITION_DOCS)]
-    r1 = list(executor.map(tokenize_partition, ((shards, idx, tok_path, str(work), p, vocab, pc.encoder)
-                                                 for p, idx in enumerate(parts))))
+    r1 = _in_units(executor, tokenize_partition, [(shards, idx, tok_path, str(work), p, vocab, pc.encoder)
+                                                  for p, idx in enumerate(parts)],
+                   units, [f"{tag}tok={p:05d}" for p in range(len(parts))])
     st = PackStats(seq_len=S, vocab_size=vocab)
     offsets = np.concatenate([[0], np.cumsum([r["tokens"] for r in r1])]).astype(np.int64)
     for r in r1:
@@ -152,7 +183,8 @@ def partitioned_blocks(executor: Any, shards: list[str], doc_order: np.ndarray, 
         st.source_tokens.update(r["source_tokens"])
     st.content_tokens = st.tokens_produced - st.docs
     st.eot_produced = st.docs
-    r2 = list(executor.map(pack_partition, ((str(work), p, int(offsets[p]), S) for p in range(len(parts)))))
+    r2 = _in_units(executor, pack_partition, [(str(work), p, int(offsets[p]), S) for p in range(len(parts))],
+                   units, [f"{tag}pack={p:05d}" for p in range(len(parts))])
     files = [work / f"blocks-{p:05d}.arrow" for p in range(len(parts))]
     n_blocks = st.tokens_produced // S
     phys = np.full(n_blocks + 1, -1, dtype=np.int64)

@@ -67,24 +67,26 @@ def doc_batches(docs: MappedArrow, order: np.ndarray, batch_docs: int) -> Iterat
 
 
 def _pack_once(pc: PackConfig, docs: MappedArrow, doc_order: np.ndarray, tok: Any, seed: int, out: Path,
-               run_dir: Path, executor: Any) -> tuple[Any, dict[str, Any] | None, np.ndarray]:
+               run_dir: Path, executor: Any, units: Any = None) -> tuple[Any, dict[str, Any] | None, np.ndarray]:
     """Tokenize, pack and write every document into ``out`` at ``pc.seq_len``: (stats, by-source table or
-    None, the document order used)."""
+    None, the document order used). With the stage's ``units`` the work is done in resumable units named
+    "s=<seq_len>." + what the packer, the partitions or the write call them."""
     ray = executor is not None and executor.kind == "ray"
+    tag = f"s={pc.seq_len}."
     out.mkdir(parents=True, exist_ok=True)
     if pc.by_source:  # one source at a time; on Ray each source's partitions are tasks
         shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]
         tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
         return pack_by_source(docs, lambda order: doc_batches(docs, order, pc.batch_docs), tok, pc, seed, out,
-                              out / ".work", executor if ray else None, shards, tok_path)
+                              out / ".work", executor if ray else None, shards, tok_path, units, tag)
     if ray:  # tokenize + pack per partition (partition.py)
         shards = [str(p.resolve()) for p in shard_paths(run_dir / DOCS)]  # a Ray worker's cwd is not ours
         tok_path = str((run_dir / TOKENIZER / "tokenizer.json").resolve())
         stats = pack_partitioned(executor, shards, doc_order, tok_path, tok.get_vocab_size(), pc,
-                                 rng_for(seed, "pack", "blocks"), out, out / ".work")
+                                 rng_for(seed, "pack", "blocks"), out, out / ".work", units, tag)
         return stats, None, doc_order
-    stats = pack_documents(doc_batches(docs, doc_order, pc.batch_docs), tok, pc, rng_for(seed, "pack", "blocks"),
-                           out, out / ".work")
+    stats = pack_documents(lambda k: doc_batches(docs, doc_order[k:], pc.batch_docs), tok, pc,
+                           rng_for(seed, "pack", "blocks"), out, out / ".work", units, tag)
     return stats, None, doc_order
 
 
@@ -133,17 +135,24 @@ def _build(cfg: PackStageConfig, docs_man: dict[str, Any], tmp: Path, stage: Sta
     configured = pc.seq_len
     try:
         while True:
-            # each attempt in its own directory: one too coarse for the data is discarded whole
+            # each attempt in its own directory: one too coarse for the data is discarded whole (and recorded
+            # as the unit "s=<seq_len>.rejected", so a resumed run does not pack at that seq_len again)
             att = tmp / f".attempt-{pc.seq_len}"
-            stats, by_source, order = _pack_once(pc, docs, doc_order, tok, seed, att, run_dir, executor)
-            why = resize_reason(stats, pc) if pc.auto_seq_len else None
-            if why is None or pc.seq_len // 2 < pc.min_seq_len:
-                break
+            rejected = f"s={pc.seq_len}.rejected"
+            if stage.units.done(rejected):
+                why = (stage.units.get(rejected) or {})["why"]
+            else:
+                stats, by_source, order = _pack_once(pc, docs, doc_order, tok, seed, att, run_dir, executor,
+                                                     stage.units)
+                why = resize_reason(stats, pc) if pc.auto_seq_len else None
+                if why is None or pc.seq_len // 2 < pc.min_seq_len:
+                    break
+                stage.units.finish(rejected, {"why": why})
             first_why = first_why or why
             log.info("%s: %s; packing again at seq_len %s", STAGE, why, f"{pc.seq_len // 2:,}")
-            shutil.rmtree(att)
+            shutil.rmtree(att, ignore_errors=True)
             pc = dataclasses.replace(pc, seq_len=pc.seq_len // 2)
-        for p in sorted(att.iterdir()):
+        for p in sorted(att.iterdir()):  # (a resumed run finds what a killed one had not moved yet)
             p.rename(tmp / p.name)
         att.rmdir()
         doc_order = order

@@ -64,52 +64,67 @@ def _cjk(text: str) -> int:
 
 def evaluate(cands: list[Candidate], heldout: dict[str, list[str]], vocab_size: int) -> dict[str, Any]:
     """``heldout``: source -> texts. Per source and tokenizer the metrics, plus ours/DeepSeek-V3 ratios."""
-    table: dict[str, dict[str, dict[str, Any]]] = {}
+    return combine([evaluate_candidate(c, heldout) for c in cands], vocab_size)
+
+
+def evaluate_candidate(c: Candidate, heldout: dict[str, list[str]]) -> dict[str, Any]:
+    """One tokenizer's figures on ``heldout`` (source -> texts), JSON-ready: what ``combine`` joins (the
+    stage records each as a unit, so a resumed run evaluates only the tokenizers a killed run had not)."""
+    rows: dict[str, dict[str, Any]] = {}
     seen_ids: set[int] = set()
-    round_trip: dict[str, dict[str, int]] = {}
-    for c in cands:
-        rt_ok = rt_n = rt_norm = 0
-        for source, texts in heldout.items():
-            if not texts:
-                continue
-            enc = c.encode(texts)
-            n_tok = sum(len(e) for e in enc)
-            chars = sum(len(t) for t in texts)
-            words = sum(len(t.split()) for t in texts)
-            nbytes = sum(len(t.encode("utf-8")) for t in texts)
-            row: dict[str, Any] = {
-                "domain": DOMAIN_OF.get(source, source), "docs": len(texts), "chars": chars, "tokens": n_tok,
-                "tokens_per_char": round(n_tok / max(chars, 1), 4),
-                "tokens_per_word": round(n_tok / max(words, 1), 4),
-                "bytes_per_token": round(nbytes / max(n_tok, 1), 3),
-                "cjk_chars": sum(_cjk(t) for t in texts),
-            }
-            if row["domain"] in ("math", "academic"):
-                short = sum(1 for e in enc for i in e if len(c.token_text(i).strip() or c.token_text(i)) <= 2)
-                row["fragmentation_le2"] = round(short / max(n_tok, 1), 4)
-            if c.unk_id is not None:
-                row["unk_rate"] = round(sum(e.count(c.unk_id) for e in enc) / max(n_tok, 1), 6)
-            if c.name == "ours":
-                for e in enc:
-                    seen_ids.update(e)
-            ok = 0
-            for t, e in zip(texts, enc):
-                back = c.decode(e)
-                ok += back == t
-                rt_norm += back == normalize(t, c.normalizer)
-            row["round_trip_ok"] = ok
-            rt_ok += ok
-            rt_n += len(texts)
-            table.setdefault(source, {})[c.name] = row
-        round_trip[c.name] = {"ok": rt_ok, "docs": rt_n}
-        if c.normalizer != "none":
-            round_trip[c.name]["ok_vs_normalized"] = rt_norm
+    rt_ok = rt_n = rt_norm = 0
+    for source, texts in heldout.items():
+        if not texts:
+            continue
+        enc = c.encode(texts)
+        n_tok = sum(len(e) for e in enc)
+        chars = sum(len(t) for t in texts)
+        words = sum(len(t.split()) for t in texts)
+        nbytes = sum(len(t.encode("utf-8")) for t in texts)
+        row: dict[str, Any] = {
+            "domain": DOMAIN_OF.get(source, source), "docs": len(texts), "chars": chars, "tokens": n_tok,
+            "tokens_per_char": round(n_tok / max(chars, 1), 4),
+            "tokens_per_word": round(n_tok / max(words, 1), 4),
+            "bytes_per_token": round(nbytes / max(n_tok, 1), 3),
+            "cjk_chars": sum(_cjk(t) for t in texts),
+        }
+        if row["domain"] in ("math", "academic"):
+            short = sum(1 for e in enc for i in e if len(c.token_text(i).strip() or c.token_text(i)) <= 2)
+            row["fragmentation_le2"] = round(short / max(n_tok, 1), 4)
+        if c.unk_id is not None:
+            row["unk_rate"] = round(sum(e.count(c.unk_id) for e in enc) / max(n_tok, 1), 6)
+        if c.name == "ours":
+            for e in enc:
+                seen_ids.update(e)
+        ok = 0
+        for t, e in zip(texts, enc):
+            back = c.decode(e)
+            ok += back == t
+            rt_norm += back == normalize(t, c.normalizer)
+        row["round_trip_ok"] = ok
+        rt_ok += ok
+        rt_n += len(texts)
+        rows[source] = row
+    round_trip: dict[str, int] = {"ok": rt_ok, "docs": rt_n}
+    if c.normalizer != "none":
+        round_trip["ok_vs_normalized"] = rt_norm
+    return {"name": c.name, "rows": rows, "round_trip": round_trip, "vocab_seen": len(seen_ids)}
+
+
+def combine(parts: list[dict[str, Any]], vocab_size: int) -> dict[str, Any]:
+    """The candidates' figures (``evaluate_candidate``, in candidate order) as one table per source, with
+    the ours/DeepSeek-V3 ratios; vocabulary utilization is ours."""
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for part in parts:
+        for source, row in part["rows"].items():
+            table.setdefault(source, {})[part["name"]] = row
     for by_tok in table.values():
         o, d = by_tok.get("ours"), by_tok.get("deepseek_v3")
         if o and d:
             o["vs_deepseek_tokens_per_char"] = round(o["tokens_per_char"] / max(d["tokens_per_char"], 1e-9), 4)
-    return {"per_source": table, "round_trip": round_trip,
-            "vocab_utilization": round(len(seen_ids) / vocab_size, 4), "vocab_seen": len(seen_ids)}
+    seen = next((p["vocab_seen"] for p in parts if p["name"] == "ours"), 0)
+    return {"per_source": table, "round_trip": {p["name"]: p["round_trip"] for p in parts},
+            "vocab_utilization": round(seen / vocab_size, 4), "vocab_seen": seen}
 
 
 def _clusters(text: str) -> list[str]:

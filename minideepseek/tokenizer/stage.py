@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from .. import pipeline
 from ..arrow_io import iter_dataset_rows, read_columns, shard_paths
@@ -27,7 +28,7 @@ from ..sizing import Sizing
 from ..stage import InputRef, Manifest, StageRun, require_upstream
 from .build import new_tokenizer, new_trainer
 from .config import LOSSLESS_NORMALIZERS, SPECIAL_TOKENS, TokenizerConfig, TokenizerStageConfig
-from .evaluate import deepseek, evaluate, normalizer_changes, ours, qwen, token_samples
+from .evaluate import combine, deepseek, evaluate_candidate, normalizer_changes, ours, qwen, token_samples
 from .report import eval_markdown
 from .sample import component_of, stratified_split
 
@@ -38,6 +39,12 @@ SPEC = pipeline.stage("train_tokenizer")
 STAGE, ARTIFACT, REPORTS = SPEC.name, SPEC.artifact, SPEC.reports
 (UPSTREAM,) = SPEC.upstream
 SCHEMA_VERSION = 1
+# Resume inside the stage (minideepseek/units.py): the units are the BPE training ("train": one call into the
+# tokenizers library, so a kill inside it redoes it whole, reading of the sample included) and the evaluation of
+# each held-out split by each tokenizer ("eval=<split>.<tokenizer>": its figures are the unit's state). The
+# sample collection is no unit: it is streamed into the trainer and takes 0.3 s of the demo's 37 s training
+# (measured), the trainer's own reading (pre-splitting and counting, ~15 s) being part of the training.
+TRAIN_UNIT = "train"
 COLLECT_DOCS = 2_000  # training documents per sample-collection task (--executor ray)
 
 
@@ -130,7 +137,7 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
     tc = cfg.tokenizer
     splits, sample_stats, ids, n_chars, train_idx = _sample(cfg, src)
     train_chars = sum(v["train_chars"] for v in sample_stats.values())
-    tok, why_not, sizing, train_s, rss = _train(tc, src, tmp, train_idx, train_chars, executor)
+    tok, why_not, sizing, train_s, rss = _train(tc, src, tmp, train_idx, train_chars, executor, stage.units)
     final_vocab = tok.get_vocab_size()
     reached = why_not is None
     # "heldout" lists both held-out splits' ids (what a withdrawal scans); the components are named apart
@@ -138,7 +145,7 @@ def _build(cfg: TokenizerStageConfig, src: Path, tmp: Path, stage: StageRun, exe
         name: {"train": [ids[i] for i in s.train], "heldout": [ids[i] for i in sorted(s.heldout + s.heldout_component)],
                "heldout_components": s.components_heldout}
         for name, s in splits.items()})
-    report = _evaluate(tc, src, tok, splits, n_chars)
+    report = _evaluate(tc, src, tok, splits, n_chars, stage.units)
     report = {"vocab_size_target": tc.vocab_size, "vocab_size_final": final_vocab, "reached_target": reached,
               "why_not": why_not, "pre_tokenizer": tc.pre_tokenizer, "normalizer": tc.normalizer,
               "lossless": tc.normalizer in LOSSLESS_NORMALIZERS, "special_tokens": list(SPECIAL_TOKENS),
@@ -171,14 +178,20 @@ def _sample(cfg: TokenizerStageConfig, src: Path) -> tuple[dict[str, Any], dict[
 
 
 def _train(tc: Any, src: Path, tmp: Path, train_idx: set[int], train_chars: int,
-           executor: Any) -> tuple[Any, str | None, list[dict[str, Any]], float, Any]:
+           executor: Any, units: Any = None) -> tuple[Any, str | None, list[dict[str, Any]], float, Any]:
     """BPE on the training sample, saved; returns the tokenizer, why it fell short of the vocabulary target
-    (None: it did not), the sizing note, the training time and peak RSS. Short and not allowed: an error."""
+    (None: it did not), the sizing note, the training time and peak RSS. Short and not allowed: an error.
+    A killed run's finished training (unit "train") is read back from its tokenizer.json."""
+    if units is not None and units.done(TRAIN_UNIT):
+        st = units.get(TRAIN_UNIT) or {}
+        log.info("%s: the BPE training of the killed run is reused (%s)", STAGE, tmp / "tokenizer.json")
+        return (Tokenizer.from_file(str(tmp / "tokenizer.json")), st["why_not"], st["sizing"], st["train_s"],
+                st["peak_rss_mb"])
     tok = new_tokenizer(tc)
     t0 = time.time()
+    texts = _texts(src, train_idx, executor=executor)
     with Heartbeat(STAGE, "BPE training", len(train_idx), after="computing merges", logger=log) as hb:  # progress
-        tok.train_from_iterator(hb.count(_texts(src, train_idx, executor=executor), len), trainer=new_trainer(tc),
-                                length=len(train_idx))
+        tok.train_from_iterator(hb.count(texts, len), trainer=new_trainer(tc), length=len(train_idx))
     log.info("%s: BPE training done in %.1f s", STAGE, time.time() - t0)
     train_s = time.time() - t0
     rss = peak_rss_mb()
@@ -198,11 +211,16 @@ def _train(tc: Any, src: Path, tmp: Path, train_idx: set[int], train_chars: int,
         assert tok.token_to_id(t) == i, f"special token {t} must have id {i}"
     tok.save(str(tmp / "tokenizer.json"))
     hf_config_files(tmp)
+    if units is not None:
+        units.finish(TRAIN_UNIT, {"why_not": why_not, "sizing": sizing, "train_s": train_s, "peak_rss_mb": rss,
+                                  "vocab_size": final_vocab})
     return tok, why_not, sizing, train_s, rss
 
 
-def _evaluate(tc: Any, src: Path, tok: Any, splits: dict[str, Any], n_chars: list[int]) -> dict[str, Any]:
-    """The held-out evaluation (ours, and the reference tokenizers when configured): the report's figures."""
+def _evaluate(tc: Any, src: Path, tok: Any, splits: dict[str, Any], n_chars: list[int],
+              units: Any = None) -> dict[str, Any]:
+    """The held-out evaluation (ours, and the reference tokenizers when configured): the report's figures.
+    Each (split, tokenizer)'s figures are a unit: a resumed run reuses those a killed run recorded."""
     held, coverage = heldout_texts(src, splits, n_chars, tc.eval_max_chars)
     capped = [f"{k}/{n}" for k, v in coverage.items() for n, c in v.items() if c["docs"] < c["heldout_docs"]]
     if capped:
@@ -210,17 +228,32 @@ def _evaluate(tc: Any, src: Path, tok: Any, splits: dict[str, Any], n_chars: lis
                  "%s capped", STAGE, f"{tc.eval_max_chars:,}", ", ".join(capped))
     log.info("%s: evaluating on the held-out docs (ours%s) ...", STAGE,
              " vs DeepSeek-V3 and Qwen2.5" if tc.eval_reference else "")
-    cands = [ours(tok, tc.normalizer)]
+    loaders: dict[str, Callable[[], Any]] = {"ours": lambda: ours(tok, tc.normalizer)}
     if tc.eval_reference:
-        cands.append(deepseek())
-        q = qwen()
-        if q is not None:
-            cands.append(q)
-    evs = {k: evaluate(cands, {n: t for n, t in h.items() if t}, tok.get_vocab_size()) for k, h in held.items()}
+        loaders.update({"deepseek_v3": deepseek, "qwen2.5": qwen})  # qwen: None when its package is missing
+    loaded: dict[str, Any] = {}  # a reference tokenizer is loaded once, and only when something is left for it
+    evs: dict[str, Any] = {}
+    for k, h in held.items():
+        texts = {n: t for n, t in h.items() if t}
+        parts = []
+        for name, load in loaders.items():
+            unit = f"eval={k}.{name}"
+            if units is not None and units.done(unit):
+                parts.append((units.get(unit) or {})["figures"])
+                continue
+            if name not in loaded:
+                loaded[name] = load()
+            if loaded[name] is None:
+                continue
+            parts.append(evaluate_candidate(loaded[name], texts))
+            if units is not None:
+                units.finish(unit, {"figures": parts[-1]})
+        evs[k] = combine(parts, tok.get_vocab_size())
     all_held = {n: held["component"][n] + held["random"][n] for n in splits}
+    names = list(dict.fromkeys(n for e in evs.values() for n in e["round_trip"]))  # the candidates, in order
     round_trip = {name: {"ok": sum(e["round_trip"].get(name, {}).get("ok", 0) for e in evs.values()),
                          "docs": sum(e["round_trip"].get(name, {}).get("docs", 0) for e in evs.values())}
-                  for name in (c.name for c in cands)}
+                  for name in names}
     return {
         # "per_source"/"vocab_utilization" keep the random split (what earlier runs reported, so the
         # dashboard compares like with like); "splits" has both
