@@ -28,6 +28,7 @@ pytestmark = pytest.mark.stage
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 8  # dedup.batch_size (execution only): ~10 MinHash units on these ~80 documents
+LAST = 5  # the units after the line/paragraph pass: substrings, rewrite.tokens, decontam, s_curve, data_profile
 
 
 @pytest.fixture(scope="module")
@@ -117,22 +118,23 @@ def test_killed_twice_resumes_to_the_same_bytes(base: Path, tmp_path: Path) -> N
     done1 = count_units(_tmp_dir(root))
     assert 3 <= done1 < total
 
-    # 2. the resumed run killed by the hook two units before the end (inside the granular steps)
-    p = _stage2(root, {KILL_ENV: f"cross_source_dedup:{total - done1 - 2}"})
+    # 2. the resumed run killed by the hook inside the granular steps: after the line/paragraph pass, before
+    # the last 5 units (substrings, token recount, decontamination, S-curve, data profile)
+    p = _stage2(root, {KILL_ENV: f"cross_source_dedup:{total - done1 - LAST}"})
     err = p.communicate(timeout=300)[1]
     assert p.returncode == -signal.SIGKILL, err[-2000:]
-    assert "resuming the killed run" in err and "(fault injection)" in err
+    assert "resuming the killed run" in err and "after unit lines.clean.c=256.k=000000 (fault injection)" in err
     tmp = _tmp_dir(root)
-    assert count_units(tmp) == total - 2
+    assert count_units(tmp) == total - LAST
     assert any(x.name.startswith(".granular-work") for x in tmp.iterdir())  # half-built work the kill left
 
-    # 3. rerun: only the two missing units are computed; the artifact is the uninterrupted one
+    # 3. rerun: only the missing units are computed; the artifact is the uninterrupted one
     p = _stage2(root)
     err = p.communicate(timeout=300)[1]
     assert p.returncode == 0, err[-2000:]
     assert "removed what the killed run left outside its finished units: .granular-work" in err
     man = json.loads((art / "manifest.json").read_text())
-    assert man["resumed"]["units_reused"] == total - 2 and man["resumed"]["units_finished_here"] == 2
+    assert man["resumed"]["units_reused"] == total - LAST and man["resumed"]["units_finished_here"] == LAST
     assert man["fingerprint"] == ref_man["fingerprint"]
     assert _data(art) == ref
     assert not (art / UNITS_DIR).exists() and not list((root / "data" / "t").glob("mixed_dedup.tmp-*"))

@@ -47,7 +47,14 @@ from .granular_report import granular_markdown
 from .keep import greedy_keep, transitive_keep
 from .near import NearDedup
 from .ray_near import RayNearDedup
-from .report import build_dedup_report, contamination_markdown, dedup_markdown, post_dedup_mix, stage_counters
+from .report import (
+    build_dedup_report,
+    contamination_markdown,
+    dedup_markdown,
+    measure_s_curve,
+    post_dedup_mix,
+    stage_counters,
+)
 from .resume import Memo, clear_leftovers
 
 log = logging.getLogger(__name__)
@@ -308,8 +315,10 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     kept_mask[list(d.removed)] = False
     recipe = [(s["name"], s["weight"]) for s in up["config"]["sources"]]
     mix = post_dedup_mix(recipe, d.srcs, d.n_tokens, d.n_chars, kept_mask)
+    # the S-curve check edits real documents and signs them again (~2.5 s on the demo): a unit
+    s_curve = memo.one("report.s_curve", lambda: measure_s_curve(nd, dc, cfg.run.seed)) if nd is not None else None
     report = build_dedup_report(cfg, d.ids, d.srcs, d.n_chars, d.removed, near_info, exact_groups, mix, nd,
-                                stage.elapsed(), d.components, d.index_of)
+                                stage.elapsed(), d.components, d.index_of, s_curve)
     certified = cert.finish(tmp) if cert is not None else None  # certificate.{json,md}: volatile reports
     report["granular"] = gran.finish(tmp, d.removed, d.hashes, d.n_chars)
     laps.lap("report (sampled pairs, S-curve check)")
@@ -322,7 +331,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
                           "per_source": dict(sorted(Counter(h["source"] for h in best_hits).items())),
                           "listing": best_hits[:200]})
     laps.start("data profile")
-    profile = profile_dataset(tmp)
+    profile = memo.one("data_profile", lambda: profile_dataset(tmp))  # of the survivors just written: a unit
     laps.lap("data profile")
     report["wall_s"], report["phases_s"] = round(stage.elapsed(), 2), laps.as_dict()  # all but the commit's checksums
     log.info("%s: phases %s", STAGE, phases_line(report["phases_s"]))
