@@ -21,8 +21,10 @@ from minideepseek.arrow_io import shard_paths
 from minideepseek.crossdedup import ray_near
 from minideepseek.crossdedup.config import DedupConfig
 from minideepseek.crossdedup.near import NearDedup
+from minideepseek.crossdedup.resume import Memo
 from minideepseek.executor import ExecutorSpec, RayExecutor, ray_init, ray_shutdown
 from minideepseek.packing import partition
+from minideepseek.units import Units
 from tests.chain import build_chain
 from tests.test_pipeline_e2e import _data_files
 
@@ -147,3 +149,28 @@ def test_four_phase_engine_matches_local(tmp_path, ray_instance, monkeypatch):
     assert rn.residual(kept, edges, 3) == local.residual(kept, edges, 3)
     rn.close()
     assert not (tmp_path / "work").exists()
+
+    # resume inside stage 2 (crossdedup/resume.py): the driver records a unit as each task completes; an
+    # engine interrupted after 5 units leaves its block files and records, and a new engine over the same
+    # temp dir computes only the other units, with the same result
+    class Stop(Exception):
+        pass
+
+    class Interrupted(Memo):
+        def save(self, name, result, state=None):
+            if self.computed == 5:
+                raise Stop
+            return super().save(name, result, state)
+
+    art, shards = tmp_path / "art.tmp-1", [p.resolve() for p in shard_paths(src)]
+    r1 = ray_near.RayNearDedup(cfg, RayExecutor(ExecutorSpec("ray")), art / ".near-work", shards,
+                               Interrupted(Units(art, "cross_source_dedup", "k")))
+    with pytest.raises(Stop):
+        r1.signatures(src, todo)
+    memo = Memo(Units(art, "cross_source_dedup", "k"))
+    r2 = ray_near.RayNearDedup(cfg, RayExecutor(ExecutorSpec("ray")), art / ".near-work", shards, memo)
+    r2.signatures(src, todo)
+    rc2, ri2 = r2.clusters(src)
+    assert rc2 == lc and ri2["verified_edges"] == li["verified_edges"]
+    assert np.array_equal(r2.sigs[0:80], local.sigs)
+    assert len(memo.units.reused) == 5 and memo.computed == rn.memo.computed - 5

@@ -25,6 +25,7 @@ peak RSS of every step are measured in-process (RSS sampled every 10 ms).
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import threading
@@ -48,6 +49,7 @@ from .granular_tasks import CHUNK_DOCS, POOL_MIN_CHARS, Chunk, clean_chunk, coun
 from .index import INDEX_DIR, PriorIndex, against_prior, index_params, save_index
 from .lines import LineCounter
 from .near import banding
+from .resume import Memo
 from .spans import ParagraphDedup
 from .substrings import cut_text, find_repeats
 from .textstore import TextStore
@@ -59,6 +61,7 @@ log = logging.getLogger(__name__)
 ORDER = ("url", "exact", "near", "against", "lines", "paragraphs", "substrings", "exact_after_cleaning", "contamination",
          "copy_of_removed")
 REWRITE = ("lines", "paragraphs", "substrings")
+REWRITE_ROWS = 512  # rows per token-recount unit of the rewritten copy
 
 
 class RssPeak:
@@ -87,8 +90,9 @@ class RssPeak:
 
 
 class Granular:
-    def __init__(self, cfg: Any, up: dict[str, Any], src_dir: Path, tmp: Path) -> None:
+    def __init__(self, cfg: Any, up: dict[str, Any], src_dir: Path, tmp: Path, memo: Memo | None = None) -> None:
         self.cfg, self.dc = cfg, cfg.dedup
+        self.memo = memo or Memo(None)  # the stage's units (resume.py)
         self.src_dir = src_dir
         self.work = tmp / ".granular-work"
         # a source's domain: the demo's `domain`, else its `lang` ("code" for code sources of any type)
@@ -231,8 +235,16 @@ class Granular:
                      tuple(self.srcs[i] in self.para_srcs for i in part), dc.lines.min_line_chars, dc.lines.code_aware,
                      dc.paragraphs.min_chars, self.cfg.run.seed, n_buckets, boiler_file)
 
-    def _map(self, fn: Any, chunks: Any) -> Any:
-        return LocalExecutor().map(fn, chunks, workers=self.dc.num_proc) if self.pool else map(fn, chunks)
+    def _map(self, step: str, fn: Any, make: Any) -> Any:
+        """``fn`` over the chunks in order (``make(k)``: chunk k's task), each chunk's result a unit
+        (``lines.<step>.c=CHUNK_DOCS.k=K``); in a process pool on large inputs."""
+        names = [f"lines.{step}.c={CHUNK_DOCS}.k={k:06d}" for k in range(len(self.parts))]
+        pool = LocalExecutor().pool(self.dc.num_proc) if self.pool else None
+        try:
+            yield from self.memo.imap(names, fn, make, pool)
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
 
     def _count_lines(self, live: list[int]) -> tuple[LineCounter, ParagraphDedup]:
         """Lines, pass 1: counts per bucket, and the paragraph count that sizes the Bloom filter."""
@@ -241,7 +253,7 @@ class Granular:
                               self.cfg.run.seed, dc.lines.code_aware)
         self._chunks(live)
         n_para = 0
-        results = self._map(count_chunk, (self._chunk(x, counter.n_buckets) for x in self.parts))
+        results = self._map("count", count_chunk, lambda k: self._chunk(self.parts[k], counter.n_buckets))
         for part, res in zip(self.parts, tqdm(results, total=len(self.parts), unit="chunks", desc="lines: count",
                                               mininterval=2)):
             for i, (hs, k) in zip(part, res):
@@ -272,9 +284,10 @@ class Granular:
             boiler_file = str(self.work / "boiler.npz")
             self.work.mkdir(parents=True, exist_ok=True)
             save_boiler(boiler_file, counter.boiler)
-            cleaned = self._map(clean_chunk, (self._chunk(x, counter.n_buckets, boiler_file) for x in self.parts))
+            cleaned = self._map("clean", clean_chunk, lambda k: self._chunk(self.parts[k], counter.n_buckets, boiler_file))
         else:
-            cleaned = (clean_chunk(self._chunk(x, counter.n_buckets), counter.boiler) for x in self.parts)
+            cleaned = self._map("clean", functools.partial(clean_chunk, boiler=counter.boiler),
+                                lambda k: self._chunk(self.parts[k], counter.n_buckets))
         for part, res in zip(self.parts, tqdm(cleaned, total=len(self.parts), unit="chunks", desc="lines + paragraphs",
                                               mininterval=2)):
             for i, (text, gone, p_idx, p_hs) in zip(part, res):
@@ -344,7 +357,9 @@ class Granular:
         sc = self.dc.substrings
         # a generator: find_repeats holds one max_tokens chunk of texts at a time, not all of them
         cur = ((i, texts[i] if i in texts else ds[i]["text"]) for i in docs)
-        res = find_repeats(cur, sc.min_tokens, sc.engine, sc.max_tokens, sc.examples, self.ids, sc.cross_doc_only)
+        # one unit: the suffix array's result (5.9 s of the demo's 38 s)
+        res = self.memo.one("substrings", lambda: find_repeats(cur, sc.min_tokens, sc.engine, sc.max_tokens,
+                                                               sc.examples, self.ids, sc.cross_doc_only))
         st_sub: dict[str, Counter] = {}
         for i, iv in sorted(res.cut.items()):
             text = texts[i] if i in texts else ds[i]["text"]
@@ -375,13 +390,22 @@ class Granular:
             return self.src_dir
         out = self.work / "mixed"
         writer = DatasetWriter(out, DOC_FEATURES, 256 << 20)
-        counter = TokenCounter("deepseek")
+        counter: TokenCounter | None = None  # loaded (~4 s) only when a batch's counts are not a unit yet
         batch: list[dict] = []
+        n_flushed = [0]
+
+        def count(texts: list[str]) -> list[int]:
+            nonlocal counter
+            counter = counter or TokenCounter("deepseek")
+            return list(counter.count(texts))
 
         def flush() -> None:
             changed = [r for r in batch if r.pop("_changed")]
-            for r, k in zip(changed, counter.count([r["text"] for r in changed])):
+            # a unit: the token counts of one batch's rewritten rows (the rows are written again on resume)
+            name = f"rewrite.tokens.rows={REWRITE_ROWS}.k={n_flushed[0]:06d}"
+            for r, k in zip(changed, self.memo.one(name, lambda: count([r["text"] for r in changed]))):
                 r["n_tokens"] = k
+            n_flushed[0] += 1
             writer.write_rows(batch)
             batch.clear()
 
@@ -392,7 +416,7 @@ class Granular:
             if new is not None:
                 row["text"], row["n_chars"], row["hash"] = new, len(new), text_hash(new)
             batch.append(row)
-            if len(batch) >= 512:
+            if len(batch) >= REWRITE_ROWS:
                 flush()
         flush()
         writer.close()

@@ -13,7 +13,6 @@ documents of candidate pairs when verifying with exact Jaccard.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import datasets
 import numpy as np
 from tqdm import tqdm
 
-from ..arrow_io import iter_dataset_rows
+from ..arrow_io import shard_paths
 from ..dedup import (
     band_keys,
     banding_summary,
@@ -35,15 +34,20 @@ from ..dedup import (
     shingle_hashes,
     signatures_for_texts,
 )
+from ..mapped import take_texts
 from .config import DedupConfig
+from .resume import Memo
 from .unionfind import UnionFind
 
 log = logging.getLogger(__name__)
 
+VERIFY_PAIRS = 50_000  # candidate pairs per verification unit (the Ray engine's task size too)
 
-def _sig_batch(args: tuple[list[str], str, int, int, int, str]) -> np.ndarray:
-    texts, kind, n, num_perm, seed, base_hash = args
-    return signatures_for_texts(texts, kind, n, num_perm, seed, base_hash)
+
+def _sig_rows(args: tuple[list[str], np.ndarray, str, int, int, int, str]) -> np.ndarray:
+    """Pool task: the signatures of dataset rows ``rows`` (texts read here, not sent)."""
+    shards, rows, kind, n, num_perm, seed, base_hash = args
+    return signatures_for_texts(take_texts((shards, rows)), kind, n, num_perm, seed, base_hash)
 
 
 def banding(cfg: DedupConfig) -> tuple[int, int]:
@@ -64,9 +68,10 @@ def loose_banding(cfg: DedupConfig, b: int, r: int) -> tuple[int, int]:
 
 
 class NearDedup:
-    def __init__(self, cfg: DedupConfig, pool: ProcessPoolExecutor | None) -> None:
+    def __init__(self, cfg: DedupConfig, pool: ProcessPoolExecutor | None, memo: Memo | None = None) -> None:
         self.cfg = cfg
         self.pool = pool
+        self.memo = memo or Memo(None)  # the stage's units (resume.py); none: every result computed
         self.b, self.r = banding(cfg)
         self.doc_index: np.ndarray = np.empty(0, dtype=np.int64)  # row in sigs -> doc index
         self.sigs: np.ndarray | None = None
@@ -77,41 +82,25 @@ class NearDedup:
 
     # phase 1: signatures
     def signatures(self, src_dir: Path, todo: list[int]) -> None:
-        want = set(todo)
-        self.doc_index = np.array(sorted(want), dtype=np.int64)
+        """Signatures of the ``todo`` documents in batches of ``dedup.batch_size`` (units
+        ``minhash.bs=B.k=K``: a resumed run loads the batches a killed run finished); each pool task
+        reads its batch's texts from the memory-mapped dataset itself."""
+        self.doc_index = np.array(sorted(set(todo)), dtype=np.int64)
         self._pos = {int(d): k for k, d in enumerate(self.doc_index)}
         c = self.cfg
+        bs = c.batch_size
+        shards = [str(p.resolve()) for p in shard_paths(src_dir)]
+        blocks = [self.doc_index[s0:s0 + bs] for s0 in range(0, len(self.doc_index), bs)]
+        names = [f"minhash.bs={bs}.k={k:06d}" for k in range(len(blocks))]
+
+        def args(k: int) -> tuple:
+            return shards, blocks[k], c.shingle, c.ngram, c.num_perm, c.seed, c.base_hash
+
         out: list[np.ndarray] = []
-        pending: deque = deque()  # bounded look-ahead: texts are streamed, never all in memory
-        bar = tqdm(total=len(todo), unit="docs", desc="minhash", mininterval=2)
-
-        def submit(texts: list[str]) -> None:
-            args = (texts, c.shingle, c.ngram, c.num_perm, c.seed, c.base_hash)
-            if self.pool is None:
-                out.append(_sig_batch(args))
-                bar.update(len(texts))
-                return
-            pending.append((self.pool.submit(_sig_batch, args), len(texts)))
-            while len(pending) > 2 * self.pool._max_workers:  # noqa: SLF001
-                drain()
-
-        def drain() -> None:
-            fut, k = pending.popleft()
-            out.append(fut.result())
-            bar.update(k)
-
-        cur: list[str] = []
-        for i, row in enumerate(iter_dataset_rows(src_dir, columns=["text"])):
-            if i in want:
-                cur.append(row["text"])
-                if len(cur) >= c.batch_size:
-                    submit(cur)
-                    cur = []
-        if cur:
-            submit(cur)
-        while pending:
-            drain()
-        bar.close()
+        with tqdm(total=len(self.doc_index), unit="docs", desc="minhash", mininterval=2) as bar:
+            for sig in self.memo.imap(names, _sig_rows, args, self.pool):
+                out.append(sig)
+                bar.update(len(sig))
         self.sigs = np.concatenate(out) if out else np.empty((0, c.num_perm), dtype=np.uint32)
 
     # phases 2-3: buckets -> candidate pairs -> verified edges -> clusters
@@ -130,12 +119,21 @@ class NearDedup:
         # recall banding proposes millions of pairs at scale (7.1M at 1M bench documents), most of them far off
         near = ests >= floor
         self.prefiltered = int(len(pairs) - near.sum())
-        for (a, b), est in tqdm(zip(pairs[near].tolist(), ests[near].tolist()), total=int(near.sum()), unit="pairs",
-                                desc="verify", mininterval=2):
-            j = self._exact(a, b) if self.cfg.verify == "exact" else est
-            if j >= self.cfg.threshold:
-                uf.union(a, b)
-                verified.append((a, b, j, est))
+        live, live_est = pairs[near], ests[near]
+        # exact Jaccard in chunks of VERIFY_PAIRS candidate pairs (units verify.n=N.k=K)
+        chunks = [live[s0:s0 + VERIFY_PAIRS] for s0 in range(0, len(live), VERIFY_PAIRS)]
+        names = [f"verify.n={VERIFY_PAIRS}.k={k:06d}" for k in range(len(chunks))]
+        js = (self.memo.imap(names, self._exact_chunk, lambda k: chunks[k]) if self.cfg.verify == "exact"
+              else iter([live_est[s0:s0 + VERIFY_PAIRS] for s0 in range(0, len(live), VERIFY_PAIRS)]))
+        bar = tqdm(total=len(live), unit="pairs", desc="verify", mininterval=2)
+        for s0, (ch, jch) in enumerate(zip(chunks, js)):
+            for (a, b), j, est in zip(ch.tolist(), np.asarray(jch).tolist(),
+                                      live_est[s0 * VERIFY_PAIRS:s0 * VERIFY_PAIRS + len(ch)].tolist()):
+                if j >= self.cfg.threshold:
+                    uf.union(a, b)
+                    verified.append((a, b, j, est))
+            bar.update(len(ch))
+        bar.close()
         return self._finish(uf, pairs, verified)
 
     def _finish(self, uf: UnionFind, pairs: np.ndarray, verified: list[tuple[int, int, float, float]]
@@ -284,6 +282,9 @@ class NearDedup:
             self._shingles[k] = shingle_hashes(text, self.cfg.shingle, self.cfg.ngram, self.cfg.base_hash)
         return self._shingles[k]
 
+    def _exact_chunk(self, pairs: np.ndarray) -> np.ndarray:
+        return np.array([self._exact(a, b) for a, b in pairs.tolist()], dtype=np.float64)
+
     def _exact(self, a: int, b: int) -> float:
         return float(exact_jaccard(self._shingle_set(a), self._shingle_set(b)))
 
@@ -294,7 +295,6 @@ class NearDedup:
     def pair_jaccards(self, src_dir: Path, pairs: list[tuple[int, int]], chunk: int = 20_000) -> list[float]:
         """:meth:`pair_jaccard` of many (doc, doc) pairs, reading the texts in bulk (sorted ``take``
         per chunk of pairs, nothing cached): random row access costs ~1 ms a document at 1M rows."""
-        from ..arrow_io import shard_paths
         from ..mapped import MappedArrow
 
         out: list[float] = []

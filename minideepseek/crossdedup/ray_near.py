@@ -42,13 +42,13 @@ from ..dedup import (
 from ..dedup.lsh import DEFAULT_MAX_CLIQUE
 from ..mapped import MappedArrow
 from .config import DedupConfig
-from .near import NearDedup
+from .near import VERIFY_PAIRS, NearDedup
+from .resume import Memo
 from .unionfind import UnionFind
 
 log = logging.getLogger(__name__)
 
 BLOCK_DOCS = 20_000  # documents per signature task (~40 MB of text at 2 KB a document)
-VERIFY_PAIRS = 50_000  # candidate pairs per verification task
 
 
 class BlockedSigs:
@@ -141,8 +141,9 @@ def _verify_task(args: tuple) -> tuple[np.ndarray, np.ndarray]:
 class RayNearDedup(NearDedup):
     """``NearDedup`` whose phases run as tasks of ``executor`` (a ``RayExecutor``)."""
 
-    def __init__(self, cfg: DedupConfig, executor: Any, work_dir: Path, shards: list[Path]) -> None:
-        super().__init__(cfg, None)
+    def __init__(self, cfg: DedupConfig, executor: Any, work_dir: Path, shards: list[Path],
+                 memo: Memo | None = None) -> None:
+        super().__init__(cfg, None, memo)
         self.ex = executor
         self.work = Path(work_dir)
         self.shards = [str(s) for s in shards]
@@ -157,8 +158,10 @@ class RayNearDedup(NearDedup):
         for sub in ["sigs"] + [f"keys/band-{i:03d}" for i in range(self.b)] + ["pairs"]:
             (self.work / sub).mkdir(parents=True, exist_ok=True)
         blocks = [self.doc_index[s:s + BLOCK_DOCS] for s in range(0, len(self.doc_index), BLOCK_DOCS)]
-        tasks = ((self.shards, blk, self._params, self.b, self.r, str(self.work), k) for k, blk in enumerate(blocks))
-        res = list(self.ex.map(_sig_block, tasks))
+        # units ray.minhash...: a block's files are complete when the driver records its task's result
+        names = [f"ray.minhash.docs={BLOCK_DOCS}.block={k:05d}" for k in range(len(blocks))]
+        res = list(self.memo.imap(names, _sig_block, lambda k: (self.shards, blocks[k], self._params, self.b, self.r,
+                                                                 str(self.work), k), self._pool()))
         self._rows = [x["rows"] for x in res]
         self.sigs = BlockedSigs([self.work / "sigs" / f"block-{k:05d}.npy" for k in range(len(blocks))],  # type: ignore[assignment]
                                 self._rows, self.cfg.num_perm)
@@ -171,7 +174,9 @@ class RayNearDedup(NearDedup):
         band_files = [[self.work / "keys" / f"band-{i:03d}" / f"block-{k:05d}.npy" for k in range(len(self._rows))]
                       for i in range(self.b)]
         outs = [self.work / "pairs" / f"band-{i:03d}.npy" for i in range(self.b)]
-        res = list(self.ex.map(_band_task, ((i, band_files[i], DEFAULT_MAX_CLIQUE, outs[i]) for i in range(self.b))))
+        names = [f"ray.band={i:03d}.blocks={len(self._rows)}" for i in range(self.b)]
+        res = list(self.memo.imap(names, _band_task, lambda i: (i, band_files[i], DEFAULT_MAX_CLIQUE, outs[i]),
+                                  self._pool()))
         self.stats["bytes_shuffled_per_band"] = [x["bytes_in"] for x in res]
         pairs = merge_pair_codes([np.load(f) for f in outs], n)
         self._ds = datasets.load_from_disk(str(src_dir))
@@ -179,8 +184,9 @@ class RayNearDedup(NearDedup):
         chunks = [pairs[s:s + VERIFY_PAIRS] for s in range(0, len(pairs), VERIFY_PAIRS)]
         verified = []
         uf = UnionFind(n)
-        results = self.ex.map(_verify_task, ((ch, self.doc_index, sig_files, self._rows, self._params, self.shards)
-                                             for ch in chunks))
+        names = [f"ray.verify.n={VERIFY_PAIRS}.k={k:06d}" for k in range(len(chunks))]
+        results = self.memo.imap(names, _verify_task, lambda k: (chunks[k], self.doc_index, sig_files, self._rows,
+                                                                  self._params, self.shards), self._pool())
         floor = self.cfg.threshold - self.cfg.prefilter_margin
         for ch, (js, ests) in zip(chunks, results):
             self.prefiltered += int((np.asarray(ests) < floor).sum())
@@ -191,6 +197,10 @@ class RayNearDedup(NearDedup):
                     uf.union(a, b)
                     verified.append((a, b, j, est))
         return self._finish(uf, pairs, verified)
+
+    def _pool(self) -> Any:
+        """Tasks in flight: 2 per cluster CPU, each task's result recorded (a unit) as soon as it completes."""
+        return self.ex.pool(0)
 
     def _sig_columns(self, c0: int, c1: int) -> np.ndarray:
         """Columns [c0, c1) of every block file (memory-mapped): n x (c1 - c0) uint32 on the driver."""

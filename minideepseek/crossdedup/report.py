@@ -100,7 +100,9 @@ def measure_s_curve(nd: Any, cfg: Any, seed: int) -> dict[str, Any]:
 
 def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[int], removed: dict[int, dict],
                        near: dict[str, Any], exact_groups: int, mix: dict[str, Any], nd: Any,
-                       elapsed_s: float, components: list[str], index_of: dict[str, int]) -> dict[str, Any]:
+                       elapsed_s: float, components: list[str], index_of: dict[str, int],
+                       s_curve: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``s_curve``: the measured S-curve when the caller has it (a unit of a resumed run), else measured here."""
     dc = cfg.dedup
     n = len(ids)
     reasons = Counter(r["reason"] for r in removed.values())
@@ -156,7 +158,7 @@ def build_dedup_report(cfg: Any, ids: list[str], srcs: list[str], n_chars: list[
         "largest_clusters": [len(c) for c in clusters[:10]],
         "giant_clusters": giant,
         "sampled_pairs": pairs,
-        "s_curve": measure_s_curve(nd, dc, cfg.run.seed) if nd is not None else {},
+        "s_curve": s_curve if s_curve is not None else measure_s_curve(nd, dc, cfg.run.seed) if nd is not None else {},
         "post_dedup_mix": mix,
         "wall_s": round(elapsed_s, 2),
         "peak_rss_mb": peak_rss_mb(),

@@ -32,6 +32,7 @@ from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns, shard_pat
 from ..config import ConfigError
 from ..executor import LocalExecutor
 from ..fsio import write_json_atomic, write_text_atomic
+from ..mapped import take_texts
 from ..pipeline import producer
 from ..profile import profile_dataset, profile_markdown
 from ..progress import Laps, phases_line
@@ -46,7 +47,15 @@ from .granular_report import granular_markdown
 from .keep import greedy_keep, transitive_keep
 from .near import NearDedup
 from .ray_near import RayNearDedup
-from .report import build_dedup_report, contamination_markdown, dedup_markdown, post_dedup_mix, stage_counters
+from .report import (
+    build_dedup_report,
+    contamination_markdown,
+    dedup_markdown,
+    measure_s_curve,
+    post_dedup_mix,
+    stage_counters,
+)
+from .resume import Memo, clear_leftovers
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +66,8 @@ STAGE, ARTIFACT, REPORTS = SPEC.name, SPEC.artifact, SPEC.reports
 # 2: + data_profile (per source); 3: + url/lines/paragraphs/substrings, dedup_index; 4: + exact_after_cleaning,
 # http/https one page
 SCHEMA_VERSION = 4
+DECONTAM_DOCS = 1024  # documents per decontamination unit (~0.5 s on the demo)
+RAY_WORK = ".near-work"  # the Ray engine's block files (in tmp; kept across a kill: its units name them)
 
 
 def run_dedup(cfg: DedupStageConfig, upstream: dict[str, str], config_path: str, force: bool = False,
@@ -133,21 +144,22 @@ def _exact(d: _Docs, reason: str = "exact") -> int:
     return n_groups
 
 
-def _near(cfg: DedupStageConfig, d: _Docs, src_dir: Path, tmp: Path, executor: Any) -> tuple[Any, dict[str, Any]]:
+def _near(cfg: DedupStageConfig, d: _Docs, src_dir: Path, tmp: Path, executor: Any, memo: Memo
+          ) -> tuple[Any, dict[str, Any]]:
     """Phase 2: MinHash-LSH near duplicates among the survivors, verified, kept by the cluster policy;
     returns the engine (its pair sampler serves the report) and its figures."""
     dc = cfg.dedup
     todo = [i for i in range(d.n) if not d.copies[i] and i not in d.removed]
     if executor is not None and executor.kind == "ray":  # the four phases as Ray tasks (ray_near.py)
         # absolute paths: a Ray worker's working directory is not the driver's
-        nd = RayNearDedup(dc, executor, (tmp / ".near-work").resolve(), [p.resolve() for p in shard_paths(src_dir)])
+        nd = RayNearDedup(dc, executor, (tmp / RAY_WORK).resolve(), [p.resolve() for p in shard_paths(src_dir)], memo)
         nd.signatures(src_dir, todo)
         clusters, near_info = nd.clusters(src_dir)
         near_info["ray"] = nd.stats
     else:
         pool = LocalExecutor().pool(dc.num_proc)
         try:
-            nd = NearDedup(dc, pool)
+            nd = NearDedup(dc, pool, memo)
             nd.signatures(src_dir, todo)
             clusters, near_info = nd.clusters(src_dir)
         finally:
@@ -193,28 +205,35 @@ def _near(cfg: DedupStageConfig, d: _Docs, src_dir: Path, tmp: Path, executor: A
     return nd, near_info
 
 
-def _decontaminate(cfg: DedupStageConfig, d: _Docs, src_dir: Path) -> tuple[list[Any], list[dict[str, Any]],
-                                                                               dict[str, Any], Any]:
+def _decontaminate(cfg: DedupStageConfig, d: _Docs, src_dir: Path, memo: Memo) -> tuple[
+        list[Any], list[dict[str, Any]], dict[str, Any], Any]:
     """Phase 3: benchmark n-gram overlap of what is left; returns (hits, best hit per document, report, index)."""
     hits_all: list[Any] = []
     best_hits: list[dict[str, Any]] = []  # per document hit: its best item, and how many items it hit
     if not cfg.decontam.enabled:
         return hits_all, best_hits, {"enabled": False}, None
     index = ContaminationIndex(cfg.decontam)
-    rows = iter_dataset_rows(src_dir, columns=["id", "source", "text"])
-    for row in tqdm(rows, total=d.n, unit="docs", desc="decontam", mininterval=2):
-        i = d.index_of[row["id"]]
-        if i in d.removed or d.copies[i]:
-            continue
-        hits = index.scan(row["id"], row["source"], row["text"])
-        if hits:
-            hits_all.extend(hits)
-            best_hits.append({**hits[0].__dict__, "items_hit": len(hits)})
-            if cfg.decontam.action == "remove":
-                h = hits[0]  # the best match: most shared n-grams (scan orders hits best first)
-                d.removed[i] = {"reason": "contamination", "benchmark": h.benchmark, "item": h.item_id,
-                                "matched_ngrams": h.matches, "item_share": h.share, "ngram": h.ngram,
-                                "items_hit": len(hits)}
+    todo = np.array([i for i in range(d.n) if i not in d.removed and not d.copies[i]], dtype=np.int64)
+    blocks = [todo[s0:s0 + DECONTAM_DOCS] for s0 in range(0, len(todo), DECONTAM_DOCS)]
+    shards = [str(p.resolve()) for p in shard_paths(src_dir)]
+
+    def scan(rows: np.ndarray) -> list[list[Any]]:  # a unit: the hits of a block of documents
+        return [index.scan(d.ids[i], d.srcs[i], t) for i, t in zip(rows.tolist(), take_texts((shards, rows)))]
+
+    names = [f"decontam.docs={DECONTAM_DOCS}.k={k:06d}" for k in range(len(blocks))]
+    with tqdm(total=len(todo), unit="docs", desc="decontam", mininterval=2) as bar:
+        for rows, block_hits in zip(blocks, memo.imap(names, scan, lambda k: blocks[k])):
+            bar.update(len(rows))
+            for i, hits in zip(rows.tolist(), block_hits):
+                if not hits:
+                    continue
+                hits_all.extend(hits)
+                best_hits.append({**hits[0].__dict__, "items_hit": len(hits)})
+                if cfg.decontam.action == "remove":
+                    h = hits[0]  # the best match: most shared n-grams (scan orders hits best first)
+                    d.removed[i] = {"reason": "contamination", "benchmark": h.benchmark, "item": h.item_id,
+                                    "matched_ngrams": h.matches, "item_share": h.share, "ngram": h.ngram,
+                                    "items_hit": len(hits)}
     contamination = {"ngram": cfg.decontam.ngram, "action": cfg.decontam.action,
                      "benchmarks": {b: {"items": index.items[b], "ngrams": index.ngrams[b]} for b in index.items}}
     return hits_all, best_hits, contamination, index
@@ -252,7 +271,13 @@ def _write(d: _Docs, src_dir: Path, tmp: Path, hits_all: list[Any]) -> set[str]:
 def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, stage: StageRun,
            executor: Any = None) -> Manifest:
     dc = cfg.dedup
-    gran = Granular(cfg, up, src_dir, tmp)  # URL/origin dedup now; lines, paragraphs, substrings after `near`
+    ray = executor is not None and executor.kind == "ray"
+    if stage.resumed_from is not None:  # only the unit results survive a kill: everything else is rebuilt
+        gone = clear_leftovers(tmp, keep=(RAY_WORK,) if ray else ())
+        log.info("%s: resuming: removed what the killed run left outside its finished units: %s", STAGE,
+                 ", ".join(gone) or "nothing")
+    memo = Memo(stage.units)
+    gran = Granular(cfg, up, src_dir, tmp, memo)  # URL/origin dedup now; lines, paragraphs, substrings after `near`
     gran.prepare()
     d = _read(cfg, up, src_dir)
     d.removed.update(gran.removed)
@@ -260,7 +285,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     laps = Laps(STAGE, log)  # every phase's time goes to the log and the report (wall = the whole stage)
     exact_groups = _exact(d) if dc.exact else 0
     laps.lap("read + exact")
-    nd, near_info = _near(cfg, d, src_dir, tmp, executor) if dc.near else (None, {})
+    nd, near_info = _near(cfg, d, src_dir, tmp, executor, memo) if dc.near else (None, {})
     laps.lap("near (signatures, candidates, verification)")
     # canaries ask each step's index after the step, never join it: no real document's fate changes
     cert = Certifier(cfg, src_dir, gran.recipe) if cfg.canaries.enabled else None
@@ -276,7 +301,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
         log.info("%s: %s document(s) made identical by the cleaning steps removed (exact_after_cleaning)", STAGE,
                  f"{len(d.removed) - before:,}")
     laps.lap("lines, paragraphs, substrings")
-    hits_all, best_hits, contamination, cindex = _decontaminate(cfg, d, src_dir)
+    hits_all, best_hits, contamination, cindex = _decontaminate(cfg, d, src_dir, memo)
     laps.lap("decontamination")
     if cert is not None:
         cert.cleaned(gran, d.removed, src_dir)
@@ -290,8 +315,10 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     kept_mask[list(d.removed)] = False
     recipe = [(s["name"], s["weight"]) for s in up["config"]["sources"]]
     mix = post_dedup_mix(recipe, d.srcs, d.n_tokens, d.n_chars, kept_mask)
+    # the S-curve check edits real documents and signs them again (~2.5 s on the demo): a unit
+    s_curve = memo.one("report.s_curve", lambda: measure_s_curve(nd, dc, cfg.run.seed)) if nd is not None else None
     report = build_dedup_report(cfg, d.ids, d.srcs, d.n_chars, d.removed, near_info, exact_groups, mix, nd,
-                                stage.elapsed(), d.components, d.index_of)
+                                stage.elapsed(), d.components, d.index_of, s_curve)
     certified = cert.finish(tmp) if cert is not None else None  # certificate.{json,md}: volatile reports
     report["granular"] = gran.finish(tmp, d.removed, d.hashes, d.n_chars)
     laps.lap("report (sampled pairs, S-curve check)")
@@ -304,7 +331,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
                           "per_source": dict(sorted(Counter(h["source"] for h in best_hits).items())),
                           "listing": best_hits[:200]})
     laps.start("data profile")
-    profile = profile_dataset(tmp)
+    profile = memo.one("data_profile", lambda: profile_dataset(tmp))  # of the survivors just written: a unit
     laps.lap("data profile")
     report["wall_s"], report["phases_s"] = round(stage.elapsed(), 2), laps.as_dict()  # all but the commit's checksums
     log.info("%s: phases %s", STAGE, phases_line(report["phases_s"]))
