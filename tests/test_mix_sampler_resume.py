@@ -43,9 +43,13 @@ def _start(cfg: Path, kill_after: int = 0, *extra: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-def _run(cfg: Path, kill_after: int = 0) -> tuple[int, str]:
-    p = _start(cfg, kill_after)
+def _run(cfg: Path, kill_after: int = 0, *extra: str) -> tuple[int, str]:
+    p = _start(cfg, kill_after, *extra)
     out, _ = p.communicate(timeout=300)
+    try:  # what a killed driver's local Ray instance leaves running (its agents) goes with its session
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     return p.returncode, out
 
 
@@ -84,8 +88,9 @@ def test_killed_stage1_resumes_to_identical_artifact(tmp_path: Path) -> None:
     done = _finished(run_dir)
     assert 8 <= done < total, done
 
-    # 3. killed again right after the last batch (sampling over, nothing assembled yet)
-    rc, out = _run(cfg, total - done)
+    # 3. killed again right after the last batch (sampling over, nothing assembled yet), running on Ray: the
+    # units are recorded by the driver, the same units whichever executor extracted them
+    rc, out = _run(cfg, total - done, "--executor", "ray")
     assert rc == -signal.SIGKILL, out
     assert _finished(run_dir) == total
 
