@@ -46,7 +46,7 @@ def _start(cfg: Path, kill_after: int = 0, *extra: str) -> subprocess.Popen:
 def _run(cfg: Path, kill_after: int = 0, *extra: str) -> tuple[int, str]:
     p = _start(cfg, kill_after, *extra)
     out, _ = p.communicate(timeout=300)
-    try:  # what a killed driver's local Ray instance leaves running (its agents) goes with its session
+    try:  # a pool worker the kill orphaned goes with the session
         os.killpg(p.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
@@ -88,16 +88,16 @@ def test_killed_stage1_resumes_to_identical_artifact(tmp_path: Path) -> None:
     done = _finished(run_dir)
     assert 8 <= done < total, done
 
-    # 3. killed again right after the last batch (sampling over, nothing assembled yet), running on Ray: the
-    # units are recorded by the driver, the same units whichever executor extracted them
-    rc, out = _run(cfg, total - done, "--executor", "ray")
+    # 3. killed again right after the last batch (sampling over, nothing assembled yet); on Ray:
+    # test_ray_executor.py::test_stage1_interrupted_on_ray_resumes_to_the_local_artifact
+    rc, out = _run(cfg, total - done)
     assert rc == -signal.SIGKILL, out
     assert _finished(run_dir) == total
 
     # 4. the last rerun fetches nothing: every batch is read back, the artifact rebuilt from them
     rc, out = _run(cfg)
     assert rc == 0, out
-    assert f"{total} batch(es) read back from the killed run, 0 fetched" in out
+    assert f"units: {total} batch(es) read back from the killed run, 0 fetched" in out
     man = read_manifest(art)
     assert man["resumed"]["units_reused"] == total and man["resumed"]["units_finished_here"] == 0
     assert man["fingerprint"] == ref["fingerprint"]

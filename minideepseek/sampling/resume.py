@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import pickle
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -69,6 +70,8 @@ class BatchLog:
         self._next: dict[str, int] = {}
         self.reused = 0  # batches read back instead of fetched (this run)
         self.fetched = 0
+        self.payload_bytes = 0  # what recording cost this run (payload bytes written, seconds spent)
+        self.payload_s = 0.0
 
     def next_name(self, source: str) -> str:
         k = self._next.get(source, 0)
@@ -99,8 +102,11 @@ class BatchLog:
         """Write the payload (atomically), then finish the unit: a unit is never finished without it."""
         if self.units is None:
             return
+        t0 = time.perf_counter()
         with atomic_writer(self._payload(name)) as fh:
             pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            self.payload_bytes += fh.tell()
+        self.payload_s += time.perf_counter() - t0
         self.units.finish(name, state)
 
     def batch(self, source: str, submit: Callable[[], Callable[[], list[Any]]]) -> Callable[[], list[Any]]:
@@ -132,11 +138,6 @@ class BatchLog:
         return value
 
     def summary(self) -> str:
-        return f"{self.reused:,} batch(es) read back from the killed run, {self.fetched:,} fetched"
-
-
-def payload_bytes(tmp: Path) -> int:
-    """Disk the payloads take (for the bench): they live until the commit removes ``_units/``."""
-    d = tmp / UNITS_DIR
-    return sum(p.stat().st_size for p in d.glob(f"*{PAYLOAD}")) if d.is_dir() else 0
+        return (f"{self.reused:,} batch(es) read back from the killed run, {self.fetched:,} fetched (their payloads: "
+                f"{self.payload_bytes / 1e6:,.1f} MB written in {self.payload_s:.2f} s)")
 

@@ -413,8 +413,7 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
     batches = BatchLog(stage.units, cfg.sampler.batch_size)
     col = _Collector(cfg, list(sources), tmp)
     sampled = _sample(cfg, sources, col, counter, withdrawn, executor, batches)
-    if stage.resumed_from is not None:
-        log.info("%s: resumed: %s", STAGE, batches.summary())
+    log.info("%s: units: %s", STAGE, batches.summary())
     writer, shards, realized = _assemble(cfg, sampled, col.spill_root, tmp)
 
     # Phase 3: reports and the manifest
