@@ -229,6 +229,42 @@ def test_stage1_top_fraction_keeps_the_stated_share(trained, docstrings):
     assert "thresholds from the pilot" in (tmp / "reports" / "top" / "filter_report.md").read_text()
 
 
+def test_stage1_interrupted_after_its_pilot_resumes_without_redoing_it(trained, docstrings, monkeypatch):
+    """Issue 33: the top_fraction pilot is a unit of stage 1 (sampling/resume.py); interrupted (Ctrl-C) after
+    the pilot and two batches, the rerun reuses all three and writes the uninterrupted run's artifact."""
+    from minideepseek.sampling import pilot as pilot_mod
+    from minideepseek.stage import read_manifest
+    from minideepseek.units import Units
+
+    tmp = trained["tmp"] / "s1resume"
+    tmp.mkdir()
+    quality = {"model": str(trained["out"] / "model.bin"), "top_fraction": 0.3, "pilot_docs": 100}
+    cfg, _ = _stage1_config(tmp, docstrings[800:1100], quality, "res")
+    args = ["--config", str(cfg), "--set", "sampler.batch_size=32"]
+    assert mix_sampler.main(args) == 0
+    art = tmp / "data" / "res" / "mixed_raw"
+    ref = read_manifest(art)
+    art.rename(art.with_name("reference"))
+    finish = Units.finish
+
+    def interrupted(self: Units, name: str, state: dict | None = None) -> None:
+        finish(self, name, state)
+        if self._finished == 3:  # noqa: SLF001
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Units, "finish", interrupted)
+    assert mix_sampler.main(args) == 130
+    monkeypatch.setattr(Units, "finish", finish)
+    pilots: list[str] = []
+    resolve = pilot_mod.resolve_top_fraction
+    monkeypatch.setattr("minideepseek.sampling.stage.resolve_top_fraction",
+                        lambda s, *a: pilots.append(s.source) or resolve(s, *a))
+    assert mix_sampler.main(args) == 0
+    man = read_manifest(art)
+    assert pilots == [] and man["resumed"]["units_reused"] == 3
+    assert man["fingerprint"] == ref["fingerprint"]
+
+
 # --- the signal store and the what-if ----------------------------------------------------------------
 
 def _whatif_config(tmp: Path, docs: list[tuple[str, str]], model: str, name: str, web_filters: list[dict],

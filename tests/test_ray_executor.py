@@ -174,3 +174,30 @@ def test_four_phase_engine_matches_local(tmp_path, ray_instance, monkeypatch):
     assert rc2 == lc and ri2["verified_edges"] == li["verified_edges"]
     assert np.array_equal(r2.sigs[0:80], local.sigs)
     assert len(memo.units.reused) == 5 and memo.computed == rn.memo.computed - 5
+
+def test_stage1_interrupted_on_ray_resumes_to_the_local_artifact(tmp_path, ray_instance, monkeypatch):
+    """Issue 33 on Ray: stage 1's units (fetched batches) are recorded by the driver, so a run interrupted on
+    Ray resumes (on Ray) to the artifact of an uninterrupted local run (the kill tests: test_mix_sampler_resume)."""
+    from minideepseek.stage import read_manifest
+    from minideepseek.units import Units
+    from tests.test_mix_sampler_resume import _cfg
+
+    cfg = _cfg(tmp_path)
+    art = tmp_path / "data" / "t" / "mixed_raw"
+    args = ["--config", str(cfg), "--set", "sampler.batch_size=64"]  # fewer Ray tasks
+    assert mix_sampler.main(args) == 0
+    ref = read_manifest(art)
+    art.rename(art.with_name("reference"))
+    finish = Units.finish
+
+    def interrupted(self: Units, name: str, state: dict | None = None) -> None:
+        finish(self, name, state)
+        if self._finished == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Units, "finish", interrupted)
+    assert mix_sampler.main([*args, "--executor", "ray"]) == 130
+    monkeypatch.setattr(Units, "finish", finish)
+    assert mix_sampler.main([*args, "--executor", "ray"]) == 0
+    man = read_manifest(art)
+    assert man["resumed"]["units_reused"] == 3 and man["fingerprint"] == ref["fingerprint"]

@@ -32,6 +32,11 @@ def _quality_index(specs: tuple[dict[str, Any], ...]) -> int | None:
     return None
 
 
+def needs_pilot(settings: ProcessSettings) -> bool:
+    """Whether the chain has a top_fraction quality filter (a pilot to run)."""
+    return _quality_index(settings.filters) is not None
+
+
 def resolve_top_fraction(settings: ProcessSettings, iter_raw: Any, batch_size: int,
                          pool: Any = None) -> tuple[ProcessSettings, dict[str, Any] | None]:
     """``settings`` with the first top_fraction quality filter's ``pilot_threshold`` set, and the pilot's

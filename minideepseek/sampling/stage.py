@@ -41,10 +41,11 @@ from ..tickets import Matcher, TicketLog, log_matcher
 from ..tokencount import TokenCounter
 from .config import MixSamplerConfig
 from .filter_report import build_filter_report, filter_report_markdown
-from .pilot import resolve_top_fraction
+from .pilot import needs_pilot, resolve_top_fraction
 from .process import ProcessSettings, process_batch
 from .quota import Taker, run_quotas
 from .report import build_source_mix, source_mix_markdown, verdict_line
+from .resume import BatchLog, clear_leftovers
 from .signals import STORE_DIR, SignalStore
 
 log = logging.getLogger(__name__)
@@ -58,20 +59,31 @@ DELETION_INPUT = "deletion_requests"
 
 class _Fetcher:
     """Extract + validate batches in a pool, then count tokens. ``submit`` starts a batch and returns
-    the call that collects it, so the Taker can have the next batch extracted while it takes this one."""
+    the call that collects it, so the Taker can have the next batch extracted while it takes this one.
+    With ``batches`` every collected batch is a unit of work (resume.py): recorded once counted, read
+    back instead of fetched when a killed run had finished it."""
 
     def __init__(self, pool: ProcessPoolExecutor | None, settings: ProcessSettings, counter: TokenCounter,
-                 withdrawn: Matcher | None = None, store: SignalStore | None = None) -> None:
+                 withdrawn: Matcher | None = None, store: SignalStore | None = None,
+                 batches: BatchLog | None = None) -> None:
         self.pool = pool
         self.settings = settings
         self.counter = counter
         self.withdrawn = withdrawn
         self.store = store
+        self.batches = batches
 
     def __call__(self, raws: list[RawDoc]) -> list[dict | Reject]:
         return self.submit(raws)()
 
     def submit(self, raws: list[RawDoc]) -> Callable[[], list[dict | Reject]]:
+        if self.batches is None:
+            collect = self._fetch(raws)
+        else:
+            collect = self.batches.batch(self.settings.source, lambda: self._fetch(raws))
+        return lambda: self._stored(collect())
+
+    def _fetch(self, raws: list[RawDoc]) -> Callable[[], list[dict | Reject]]:
         if self.pool is None:
             return lambda: self._finish(process_batch((raws, self.settings)))
         # split the batch across workers; results are re-joined in order
@@ -81,23 +93,25 @@ class _Fetcher:
         return lambda: self._finish([x for f in futs for x in f.result()])
 
     def _finish(self, items: list[dict | Reject]) -> list[dict | Reject]:
-        """In this process and in batch order: deletion requests, then the token counts."""
+        """In this process and in batch order: deletion requests, then the token counts (of the kept
+        rows, and with the signal store of what a dropped document's text would weigh)."""
         if self.withdrawn:
             items = [_withdrawn_reject(x, self.withdrawn) for x in items]
         rows = [x for x in items if not isinstance(x, Reject)]
         for row, n_tok in zip(rows, self.counter.count([r["text"] for r in rows]), strict=True):
             row["n_tokens"] = n_tok
         if self.store is not None:
-            self._store(items)
+            # signals: full: the count of what a dropped document's text would weigh if a looser rule kept it
+            dropped = [x.store for x in items if isinstance(x, Reject) and x.store is not None and "_text" in x.store]
+            for row, n_tok in zip(dropped, self.counter.count([r["_text"] for r in dropped]), strict=True):
+                row["n_tokens"] = n_tok
+                del row["_text"]  # counted: the store never keeps it (nor does a recorded batch)
         return items
 
-    def _store(self, items: list[dict | Reject]) -> None:
-        """Signal-store rows, in batch order: a kept row's token count, and (signals: full) the count of what
-        a dropped document's text would weigh if a looser rule kept it."""
-        assert self.store is not None
-        dropped = [x.store for x in items if isinstance(x, Reject) and x.store is not None and "_text" in x.store]
-        for row, n_tok in zip(dropped, self.counter.count([r["_text"] for r in dropped]), strict=True):
-            row["n_tokens"] = n_tok
+    def _stored(self, items: list[dict | Reject]) -> list[dict | Reject]:
+        """Signal-store rows, in batch order: a kept row's token count, a dropped one's row as fetched."""
+        if self.store is None:
+            return items
         for x in items:
             if isinstance(x, Reject):
                 if x.store is not None:
@@ -106,6 +120,7 @@ class _Fetcher:
                 row = x.pop("_store")
                 row["n_tokens"] = x["n_tokens"]
                 self.store.add(self.settings.source, row)
+        return items
 
 
 def _withdrawn_reject(item: dict | Reject, matcher: Matcher) -> dict | Reject:
@@ -283,7 +298,7 @@ class _Collector:
 
 
 def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: TokenCounter, withdrawn: Matcher | None,
-            executor: Any) -> _Sampled:
+            executor: Any, batches: BatchLog | None = None) -> _Sampled:
     """Phase 1: ingestion checks, then every source's quota drawn by the recipe weights."""
     sc = cfg.sampler
     # the extraction/filter pool: local processes, or Ray tasks (--executor ray); results are re-joined
@@ -301,7 +316,7 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         for s in cfg.sources:
             settings = ProcessSettings(source=s.name, min_chars=sc.min_chars, max_chars=sc.max_chars,
                                        extract=cfg.extract, filters=s.filters, lang=s.lang, signals=sc.signals)
-            fetchers[s.name] = _Fetcher(pool, settings, counter, withdrawn, store)
+            fetchers[s.name] = _Fetcher(pool, settings, counter, withdrawn, store, batches)
             takers[s.name] = Taker(s.name, sources[s.name].iter_raw, sc.unit, s.max_epochs,
                                    fetchers[s.name], col.emitter(s.name), col.on_reject,
                                    sc.batch_size, sc.max_reject_fraction)
@@ -310,7 +325,7 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         pilots = {}
         for name, f in fetchers.items():  # a quality top_fraction becomes a threshold before the quota counts
             if name not in ingestion["empty_sources"]:
-                f.settings, pilot = resolve_top_fraction(f.settings, sources[name].iter_raw, sc.batch_size, pool)
+                f.settings, pilot = _pilot(f.settings, sources[name].iter_raw, sc.batch_size, pool, batches)
                 if pilot is not None:
                     pilots[name] = pilot
                 if store is not None:
@@ -339,6 +354,17 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
     for spill in col.spills.values():
         spill.close()
     return _Sampled(takers, outcome, ingestion, col.reject_counts, col.mods, col.examples, col.dup_ids, pilots)
+
+
+def _pilot(settings: ProcessSettings, iter_raw: Any, batch_size: int, pool: Any,
+           batches: BatchLog | None) -> tuple[ProcessSettings, dict[str, Any] | None]:
+    """The quality pilot (pilot.py), a unit of its own when the chain has one: a resumed run reuses it."""
+    def run() -> tuple[ProcessSettings, dict[str, Any] | None]:
+        return resolve_top_fraction(settings, iter_raw, batch_size, pool)
+
+    if batches is None or not needs_pilot(settings):
+        return run()
+    return batches.once(f"pilot.source={settings.source}.size={batch_size}", run)
 
 
 def _store_meta(cfg: MixSamplerConfig, takers: dict[str, Taker], weights: dict[str, float],
@@ -382,8 +408,12 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
     if withdrawn:
         log.info("%s: excluding documents withdrawn by the tickets in %s", STAGE, cfg.run.deletion_log_path)
     counter = TokenCounter(cfg.sampler.token_counter)
+    if stage.resumed_from is not None:  # what the killed run wrote besides its units: rebuilt from them below
+        clear_leftovers(tmp)
+    batches = BatchLog(stage.units, cfg.sampler.batch_size)
     col = _Collector(cfg, list(sources), tmp)
-    sampled = _sample(cfg, sources, col, counter, withdrawn, executor)
+    sampled = _sample(cfg, sources, col, counter, withdrawn, executor, batches)
+    log.info("%s: units: %s", STAGE, batches.summary())
     writer, shards, realized = _assemble(cfg, sampled, col.spill_root, tmp)
 
     # Phase 3: reports and the manifest
