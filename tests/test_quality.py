@@ -13,12 +13,12 @@ from realtext import stdlib_docstrings
 import mix_sampler
 from minideepseek import metrics
 from minideepseek.arrow_io import iter_dataset_rows
+from minideepseek.classifier.data import LabeledDoc, split_by_group
 from minideepseek.config import ConfigError, build
 from minideepseek.filters import DocContext, FilterChain
 from minideepseek.filters.fasttext_model import load, prepare, score
 from minideepseek.filters.quality import QualityConfig, QualityFilter
 from minideepseek.quality.__main__ import main as quality_main
-from minideepseek.quality.data import LabeledDoc, split_by_group
 
 # Small real data trains in well under a second at these settings; DCLM's lr 0.1 x 5 epochs is for
 # corpora of 10^5+ documents and stays near chance here (measured: AUC 0.55 on this planted set).
@@ -270,9 +270,9 @@ def test_whatif_equals_a_rerun_for_loosen_tighten_and_drop(trained, docstrings):
     assert all(r["n_tokens"] for r in store), "full: dropped documents' tokens counted too"
     run = actual(tmp / "data" / "base")
     # the quality report reads the same store: every scored document lands in one decile and one cell
-    from minideepseek.quality.report import build_quality_report, quality_markdown
+    from minideepseek.sampling.quality_report import build_quality_report, quality_markdown
 
-    rep = build_quality_report(tmp / "data" / "base", "base")["sources"]
+    rep = build_quality_report(tmp / "data" / "base" / "mixed_raw", "base")["sources"]
     assert [r["source"] for r in rep] == ["web"] and rep[0]["scored"] == 200
     assert sum(d["docs"] for d in rep[0]["deciles"]) == 200 == sum(rep[0]["agreement"].values())
     assert sum(d["kept"] for d in rep[0]["deciles"]) == run["web"]["docs"]
