@@ -17,7 +17,7 @@ It refuses (exit 2, naming why) what the store cannot answer, rather than guess:
   changed ``top_fraction`` (its pilot would move), or changed sources, extraction, length limits or seed;
 * a source whose new quota needs documents the run never read (a streamed source stops at its quota;
   finite ones are read to the end of their first pass), or a second pass (upsampling): rerun stage 1.
-Not done yet: ``--apply`` (writing the new artifact from the store and the raw records).
+``--apply`` then writes the predicted artifact (:mod:`.whatif_apply`).
 """
 
 from __future__ import annotations
@@ -148,9 +148,11 @@ def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> d
     sc = new.sampler
     takers: dict[str, Taker] = {}
     emitted: dict[str, list[dict[str, Any]]] = {}
+    order: list[tuple[str, int]] = []  # (source, index in emitted[source]) in the sampler's emission order
+    plans: dict[str, list[_Step]] = {}
     for s in new.sources:
         chain = tuple(f for i, f in enumerate(s.filters) if i not in (drop or {}).get(s.name, set()))
-        steps = _plan_chain(s.name, meta["chains"][s.name], chain)
+        steps = plans[s.name] = _plan_chain(s.name, meta["chains"][s.name], chain)
         rows = tables[s.name].to_pylist()
         read_to_end = meta["sources"][s.name]["first_pass_read_to_end"]
         emitted[s.name] = []
@@ -175,10 +177,15 @@ def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> d
                 elif r["post_check"]:
                     out.append(Reject(name, r["source_id"], r["url"], r["post_check"], "", ""))
                 else:
-                    out.append({"id": r["id"], "n_tokens": r["n_tokens"], "n_chars": r["n_chars"], "audit_trace": []})
+                    out.append({"id": r["id"], "n_tokens": r["n_tokens"], "n_chars": r["n_chars"], "audit_trace": [],
+                                "position": p})
             return out
 
-        takers[s.name] = Taker(s.name, iter_epoch, sc.unit, s.max_epochs, fetch, emitted[s.name].append,
+        def emit(row: dict[str, Any], name: str = s.name) -> None:
+            order.append((name, len(emitted[name])))
+            emitted[name].append(row)
+
+        takers[s.name] = Taker(s.name, iter_epoch, sc.unit, s.max_epochs, fetch, emit,
                                lambda rej: None, sc.batch_size, sc.max_reject_fraction)
     weights = {s.name: s.weight for s in new.sources}
     outcome = run_quotas(takers, weights, sc.target, sc.unit, sc.shortfall)
@@ -189,6 +196,9 @@ def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> d
         result["sources"][s.name] = {"docs": len(rows), "tokens": sum(r["n_tokens"] for r in rows),
                                      "ids": [r["id"] for r in rows], "weight": s.weight,
                                      "shortfall": outcome[s.name]["shortfall"]}
+    # for --apply (whatif_apply.py): every emitted row with its store position, the emission order, the plans
+    result["_internal"] = {"emitted": emitted, "order": order, "plans": plans, "takers": takers, "outcome": outcome,
+                           "meta": meta, "tables": tables, "manifest": man}
     return result
 
 
@@ -234,4 +244,12 @@ def run_whatif(a: argparse.Namespace) -> None:
     pred = predict(cfg, drop)
     print(table(pred, actual(cfg.run.run_dir)))
     if a.json:
-        Path(a.json).write_text(json.dumps(pred, indent=1), encoding="utf-8")
+        Path(a.json).write_text(json.dumps({k: v for k, v in pred.items() if k != "_internal"}, indent=1),
+                                encoding="utf-8")
+    if a.apply:
+        from .whatif_apply import apply_prediction
+
+        man = apply_prediction(cfg, pred, a.overrides, a.drop_filter)
+        print(f"applied: {cfg.run.run_dir / MIXED_RAW} rewritten from the signal store ({man['counters']['docs']:,} "
+              f"documents, {man['counters']['whatif_applied']['rebuilt_docs']:,} of them re-read from their raw "
+              f"records); reports in {cfg.run.report_dir}")
