@@ -544,3 +544,34 @@ def test_whatif_apply_writes_the_rerun_artifact(trained, docstrings, capsys):
     # what cannot be applied is refused
     assert report.main(["whatif", "--config", str(base), "--drop-filter", "web:0", "--apply"]) == 2
     assert "--drop-filter is a prediction only" in capsys.readouterr().err
+
+
+def test_whatif_apply_with_an_upsampled_source(trained, docstrings, capsys):
+    """A source short of its quota is upsampled (max_epochs 2): the what-if replays the second pass in the
+    source's own seeded order (read from the raw records, not extracted), and --apply writes its copies; the
+    shards equal a --force rerun's."""
+    import report
+    from minideepseek.records import is_copy
+
+    tmp = trained["tmp"] / "apply_up"
+    tmp.mkdir()
+    model = str(trained["out"] / "model.bin")
+    chain = [{"type": "fineweb"}, {"type": "quality", "model": model, "threshold": 0.5}]
+
+    def config(name: str, filters: list[dict]) -> Path:
+        p = _whatif_config(tmp, docstrings[800:1200], model, name, filters, target_tokens=60_000)
+        data = yaml.safe_load(p.read_text())
+        data["sources"][0]["max_epochs"] = 2.0
+        p.write_text(yaml.safe_dump(data))
+        return p
+
+    base = config("base", chain)
+    assert mix_sampler.main(["--config", str(base)]) == 0
+    art = tmp / "data" / "base" / "mixed_raw"
+    sets = ["--set", "sources.web.filters.1.threshold=0.4"]
+    assert report.main(["whatif", "--config", str(base), "--apply", *sets]) == 0, capsys.readouterr().err
+    rerun = config("rerun", [chain[0], {**chain[1], "threshold": 0.4}])
+    assert mix_sampler.main(["--config", str(rerun), "--force"]) == 0
+    ids = [r["id"] for r in iter_dataset_rows(art, ["id"])]
+    assert any(is_copy(i) for i in ids), "the web source was upsampled"
+    assert _arrow_shas(art) == _arrow_shas(tmp / "data" / "rerun" / "mixed_raw")

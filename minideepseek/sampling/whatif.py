@@ -16,7 +16,9 @@ It refuses (exit 2, naming why) what the store cannot answer, rather than guess:
   fineweb's three thresholds, langid.threshold), a filter added, a modifier (c4, pii) removed, a
   changed ``top_fraction`` (its pilot would move), or changed sources, extraction, length limits or seed;
 * a source whose new quota needs documents the run never read (a streamed source stops at its quota;
-  finite ones are read to the end of their first pass), or a second pass (upsampling): rerun stage 1.
+  finite ones are read to the end of their first pass). A later pass (upsampling, ``max_epochs`` > 1) of
+  a source read to its end is predicted: its order is the source's seeded order of that pass, read from
+  the raw records (no extraction), over the stored documents.
 ``--apply`` then writes the predicted artifact (:mod:`.whatif_apply`).
 """
 
@@ -132,6 +134,27 @@ def _check_same_inputs(new: MixSamplerConfig, manifest: dict[str, Any]) -> None:
             raise NeedsRerun(f"source {s['name']} is new or reads other data than the run's; rerun stage 1")
 
 
+def _later_pass(cfg: MixSamplerConfig, name: str, epoch: int, rows: list[dict[str, Any]]) -> Iterator[int]:
+    """Store positions in the order of pass ``epoch`` (an upsampling pass): the source's own seeded order of
+    that pass, read from its raw records without extracting them (records the store lacks, invalid or
+    withdrawn ones, are rejects in a rerun's later pass too, which take nothing)."""
+    from ..sources import make_source
+
+    pos = {(r["file"], r["line"], r["offset"], r["source_id"]): i for i, r in enumerate(rows)}
+    s = next(x for x in cfg.sources if x.name == name)
+    src = make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers, cfg.sampler.max_chars)
+    try:
+        if hasattr(src, "load") and getattr(src, "reads_up_front", True):
+            src.load()
+        for raw in src.iter_raw(epoch):
+            i = pos.get((raw.file or "", raw.line, raw.offset, str(raw.source_id)))
+            if i is not None:
+                yield i
+    finally:
+        if hasattr(src, "close"):
+            src.close()
+
+
 def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> dict[str, Any]:
     """The kept ids and tokens per source that stage 1 would produce under ``new``."""
     from ..stage import read_manifest
@@ -157,10 +180,14 @@ def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> d
         read_to_end = meta["sources"][s.name]["first_pass_read_to_end"]
         emitted[s.name] = []
 
-        def iter_epoch(epoch: int, name: str = s.name, n: int = len(rows), end: bool = read_to_end) -> Iterator[int]:
+        def iter_epoch(epoch: int, name: str = s.name, n: int = len(rows), end: bool = read_to_end,
+                       rows: list[dict[str, Any]] = rows) -> Iterator[int]:
             if epoch > 1:
-                raise NeedsRerun(f"source {name} would need a second pass (upsampling), which the store does not "
-                                 "hold; rerun stage 1")
+                if not end:
+                    raise NeedsRerun(f"source {name} would need a second pass (upsampling) of a source the run did "
+                                     "not read to its end; rerun stage 1")
+                yield from _later_pass(new, name, epoch, rows)
+                return
             yield from range(n)
             if not end:
                 raise NeedsRerun(f"source {name}: the run stopped reading at its quota ({n:,} documents evaluated) and "

@@ -42,7 +42,7 @@ from .. import pipeline
 from ..arrow_io import DatasetWriter, iter_dataset_rows
 from ..config import ConfigError
 from ..fsio import write_json_atomic, write_text_atomic
-from ..records import DOC_FEATURES, SCHEMA_VERSION, Reject, is_copy
+from ..records import DOC_FEATURES, SCHEMA_VERSION, Reject, copy_epoch, copy_id, is_copy
 from ..sources import make_source
 from ..stage import StageRun
 from .config import MixSamplerConfig
@@ -168,7 +168,7 @@ def apply_prediction(cfg: MixSamplerConfig, pred: dict[str, Any], overrides: lis
         for i, e in enumerate(em):
             r = store[e["position"]]
             if keep is not None and i >= keep:  # cut by the quota: never written, only its id takes part in ~k
-                picked.append({"id": r["id"], "audit_trace": []})
+                picked.append({"id": e["id"], "audit_trace": []})
                 continue
             row = old.get((name, r["id"], r["url"] or "", r["n_chars"])) if same_shape[name] else None
             if row is None:
@@ -178,6 +178,14 @@ def apply_prediction(cfg: MixSamplerConfig, pred: dict[str, Any], overrides: lis
             got = _reread(cfg, name, want)
             picked = [row if row is not None else got[em[i]["position"]] for i, row in enumerate(picked)]
             rebuilt_by_source[name] = len(got)
+        # an upsampled copy: its original's row under the copy's id, as the Taker makes it
+        for i, e in enumerate(em):
+            k = copy_epoch(e["id"])
+            if k > 1 and picked[i] is not None and "text" in picked[i]:  # type: ignore[operator]
+                row = picked[i]
+                assert row is not None
+                picked[i] = {**row, "id": copy_id(row["id"], k),
+                             "audit_trace": [*row["audit_trace"], f"sampler:upsample_epoch={k}"]}
         rows_by_source[name] = picked
     # ids made unique in the sampler's emission order, as stage 1's collector does
     seen: set[str] = set()
@@ -214,7 +222,7 @@ def apply_prediction(cfg: MixSamplerConfig, pred: dict[str, Any], overrides: lis
                 c["docs"] += 1
                 c["tokens"] += row["n_tokens"]
                 c["chars"] += row["n_chars"]
-                c["epoch_1"] += 1
+                c[f"epoch_{copy_epoch(row['id'])}"] += 1
                 writer.append(row)
             if keep is not None and keep < len(rows_by_source[s.name]):
                 c["dropped_by_shrink"] = len(rows_by_source[s.name]) - keep
