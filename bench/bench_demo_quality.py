@@ -54,7 +54,7 @@ def main() -> None:
     base = [f"run.data_dir={tmp / 'data'}", f"run.reports_dir={tmp / 'reports'}", f"sampler.signals={args.signals}"]
     cfg = load_stage_config(MixSamplerConfig, args.config, base, quiet=True)
     _, w, c = _timed(lambda: ensure_models(cfg, force=True))
-    print(f"model build (extract the web source's first pass + train): {w:.1f} s wall, {c:.1f} s CPU")
+    print(f"model build (extract the web source's first pass + train): {w:.1f} s wall, {c:.1f} s CPU of this process")
     web = cfg.sources[0]
     without = dataclasses.replace(cfg, sources=(dataclasses.replace(
         web, filters=tuple(f for f in web.filters if f.get("type") != "quality")), *cfg.sources[1:]))

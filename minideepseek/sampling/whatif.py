@@ -127,6 +127,14 @@ def _check_same_inputs(new: MixSamplerConfig, manifest: dict[str, Any]) -> None:
     for key in ("min_chars", "max_chars", "token_counter", "demo_tiers"):
         if cur["sampler"][key] != old["sampler"][key]:
             raise NeedsRerun(f"sampler.{key} differs from the run's; rerun stage 1")
+    from ..fsio import sha256_file
+
+    for i in manifest.get("inputs", []):  # the stored scores are this model's: a rebuilt one scores differently
+        if i["name"].startswith("quality_model:"):
+            path = Path(i["path"])
+            if not path.is_file() or sha256_file(path) != i["fingerprint"]:
+                raise NeedsRerun(f"the quality model {path} is not the one the run scored with ({i['name']}); "
+                                 "rerun stage 1")
     strip = ("filters", "weight", "max_epochs")
     olds = {s["name"]: {k: v for k, v in s.items() if k not in strip} for s in old["sources"]}
     for s in cur["sources"]:
