@@ -437,8 +437,15 @@ def test_stage1_builds_the_model_it_names_reuses_it_and_fingerprints_it(tmp_path
     assert model.read_bytes() == first and read_manifest(art)["finished_at"] == man["finished_at"]
     # a trainer change is a new build key: a new model, so stage 1's input changes and it rebuilds
     tpath.write_text(yaml.safe_dump({**trainer, "fasttext": {**trainer["fasttext"], "epoch": 5}}))
-    assert mix_sampler.main(["--config", str(cpath)]) == 0
+    assert quality_main(["build", "--config", str(cpath)]) == 0  # the step by hand
     assert model.read_bytes() != first
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+    from minideepseek.sampling.whatif import NeedsRerun, predict
+
+    with pytest.raises(NeedsRerun, match="not the one the run scored"):  # the store holds the old model's scores
+        predict(load_stage_config(MixSamplerConfig, cpath, quiet=True))
+    assert mix_sampler.main(["--config", str(cpath)]) == 0
     man2 = read_manifest(art)
     assert man2.input_fingerprint("quality_model:web") == _sha(model) != man.input_fingerprint("quality_model:web")
     assert man2["finished_at"] != man["finished_at"] or man2.fingerprint != man.fingerprint
