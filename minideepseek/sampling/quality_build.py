@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +145,7 @@ def _ensure_one(cfg: MixSamplerConfig, tcfg: QualityTrainConfig, index: int, for
                    "what": f"source {s.name}'s corpus file (its first pass, {len(rows):,} documents past the chain "
                            "before the quality filter)"}]
         built = {"source": s.name, "docs": len(docs), "read": len(rows), "extract_s": round(extract_s, 2)}
-        card = train_model(replace(tcfg), (docs, inputs, counts), {"build_key": key, "built_from": built})
+        card = train_model(tcfg, (docs, inputs, counts), {"build_key": key, "built_from": built})
         log.info("quality model %s built from source %s: %s labeled documents; held-out ROC AUC %s; %.1f s",
                  model, s.name, f"{len(docs):,}", card["metrics"]["roc_auc"], time.perf_counter() - t0)
         return card
