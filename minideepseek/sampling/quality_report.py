@@ -189,9 +189,11 @@ def _card_lines(c: dict[str, Any] | None) -> list[str]:
     built = c.get("built_from") or {}
     src = (f" Built by stage 1 from the pinned corpus (source `{md_text(built['source'])}`, "
            f"{built.get('docs', 0):,} labeled documents)." if built.get("source") else "")
+    groups = c["held_out_groups"]
+    names = ", ".join(md_text(g) for g in groups)
     return [f"Classifier (card `{md_text(c['card'])}`, model sha256 `{(c['model_sha256'] or '')[:16]}`): held-out "
-            f"ROC AUC {auc} on {c['held_out_docs'] or 0:,} documents of {len(c['held_out_groups'])} groups it never "
-            f"saw ({', '.join(md_text(g) for g in c['held_out_groups'])}; split by {c['split_by']}), trained on "
+            f"ROC AUC {auc} on {c['held_out_docs'] or 0:,} documents of {len(groups)} group"
+            f"{'' if len(groups) == 1 else 's'} it never saw ({names}; split by {c['split_by']}), trained on "
             f"{c['train_docs'] or 0:,}{prf}.{src}", ""]
 
 
