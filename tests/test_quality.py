@@ -537,6 +537,13 @@ def test_whatif_apply_writes_the_rerun_artifact(trained, docstrings, capsys):
         rerun = _whatif_config(tmp, docstrings[800:1200], model, f"rerun{k}", new_chain)
         assert mix_sampler.main(["--config", str(rerun), "--force"]) == 0
         assert applied == _arrow_shas(tmp / "data" / f"rerun{k}" / "mixed_raw"), k
+        import pyarrow.parquet as pq  # the store is re-decided: each document's decision is the rerun's
+
+        def decisions(a: Path) -> dict:
+            t = pq.read_table(str(a / "signals" / "web.parquet")).to_pylist()
+            return {r["id"]: (r["chain_keep"], r["reason"]) for r in t}
+
+        assert decisions(art) == decisions(tmp / "data" / f"rerun{k}" / "mixed_raw"), k
         # tightening only copies old rows; loosening re-reads the newly kept; a filter removed from web re-reads
         # every web row (its trace names the chain); the other source re-reads only what its grown quota adds
         rebuilt = man["counters"]["whatif_applied"]["rebuilt_by_source"]

@@ -113,14 +113,14 @@ def _reread(cfg: MixSamplerConfig, source: str, want: dict[int, dict[str, Any]])
     return out
 
 
-def _restore_table(table: pa.Table, steps: list[Any], decided: dict[int, tuple[str, str]]) -> pa.Table:
+def _restore_table(table: pa.Table, steps: list[Any]) -> pa.Table:
     """The store table under the new chain: verdict columns in the new chain's order, the decision re-made."""
     from .whatif import _decide
 
     rows = table.to_pylist()
     out = []
     for r in rows:
-        kind, reason = decided.get(r["position"]) or _decide(r, steps)
+        kind, reason = _decide(r, steps)
         new = {k: v for k, v in r.items() if not k.startswith("verdict_")}
         sig = json.loads(r["signals"]) if any(st.cfg is not None for st in steps) else {}
         for j, st in enumerate(steps):
@@ -233,7 +233,7 @@ def apply_prediction(cfg: MixSamplerConfig, pred: dict[str, Any], overrides: lis
         (tmp / STORE_DIR).mkdir()
         chains = {}
         for s in cfg.sources:
-            pq.write_table(_restore_table(tables[s.name], plans[s.name], {}), str(tmp / STORE_DIR / f"{s.name}.parquet"),
+            pq.write_table(_restore_table(tables[s.name], plans[s.name]), str(tmp / STORE_DIR / f"{s.name}.parquet"),
                            compression="zstd")
             stored = meta["chains"][s.name]
             chains[s.name] = [{**s.filters[j], **({"pilot_threshold": stored[st.stored]["pilot_threshold"]}
