@@ -8,7 +8,7 @@
     .venv/bin/python report.py bill demo --filter-keep 0.1 --cores 2 --cores 512 --exponent mixed_dedup=1.1
     .venv/bin/python report.py blame demo --step 40            # reports/demo/blame/: step 40's documents, verified
     .venv/bin/python report.py blame demo --doc ID             # every step that trained document ID, and why not
-    .venv/bin/python report.py whatif --config configs/demo_quality.yaml --set sources.fineweb_edu.filters.7.threshold=0.8
+    .venv/bin/python report.py whatif --config configs/demo.yaml --set sources.fineweb_edu.filters.7.threshold=0.8 --apply
                                                                # stage 1 under new thresholds, from its signal store
 
 A RUN is a run name (reports/<name>, with data/<name> for stage wall times when present) or a path to

@@ -13,7 +13,8 @@
 #   bash run_pipeline.sh --strict                     # exit 3 when stage 1 misses the recipe (a source short)
 #
 # First run: creates .venv and installs the pinned dependencies, builds the demo corpus into the
-# cache (~/.cache/minideepseek, or $MINIDEEPSEEK_CACHE). Later runs skip up-to-date stages.
+# cache (~/.cache/minideepseek, or $MINIDEEPSEEK_CACHE); stage 1 first builds the demo's quality classifier
+# from it (data/models/demo_quality, ~40-60 s; docs/stages.md). Later runs skip up-to-date stages.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -25,7 +26,7 @@ read -r -a EXEC_STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list --executor
 read -r -a TORCHRUN_STAGES <<< "$("$LISTPY" -m minideepseek.pipeline list --torchrun)"
 NPROC=${NPROC:-1}   # smoke_train ranks: NPROC=2 runs it with --nproc 2 (gloo on CPU, NCCL on GPUs; file rendezvous)
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; echo "stages: ${STAGES[*]}"; }
 CONFIG=configs/demo.yaml FROM="" ONLY="" FORCE=() RESTART=() SETS=() WITHDRAW=() EXEC=() LOGL=()
 if [ "${1:-}" = withdraw ]; then WITHDRAW=(withdraw.py); shift; fi
 while [ $# -gt 0 ]; do

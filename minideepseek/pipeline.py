@@ -66,7 +66,9 @@ def _ref(ref: str) -> Any:
 STAGES: tuple[StageSpec, ...] = (
     StageSpec("mix_sampler", "sampling", MIXED_RAW, "minideepseek.sampling.config:MixSamplerConfig",
               ("sources", "extract", "sampler", "demo_corpus"), (),
-              ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md"),
+              # quality_report.*: written when a source's chain has a `quality` filter
+              ("source_mix.json", "source_mix.md", "filter_report.json", "filter_report.md",
+               "quality_report.json", "quality_report.md"),
               "minideepseek.sampling.remove:remove_from_mixed_raw", "minideepseek.sampling.stage:run_mix_sampler"),
     StageSpec("cross_source_dedup", "crossdedup", MIXED_DEDUP, "minideepseek.crossdedup.config:DedupStageConfig",
               ("dedup", "decontam", "canaries"), (MIXED_RAW,),
@@ -92,7 +94,7 @@ WITHDRAW_CONFIG = "minideepseek.withdraw.config:WithdrawStageConfig"
 # Import layers, lowest first: a package may import packages of its own layer or below, never above
 # (tests/test_layers.py walks the imports). Shared floors sit under the stages; the chain's packages
 # follow in run order; the clients of every stage (withdrawal, summary, dashboard) sit on top.
-SHARED_PACKAGES = ("extract", "filters", "sources", "dedup", "demo_corpus")
+SHARED_PACKAGES = ("extract", "filters", "sources", "dedup", "demo_corpus", "classifier")
 CLIENT_PACKAGES = ("export", "withdraw", "dashboard", "quality")
 
 

@@ -3,6 +3,7 @@ planted good/bad split, the model card, the quality filter in stage 1 (threshold
 
 import hashlib
 import json
+import os
 import random
 from pathlib import Path
 
@@ -13,12 +14,12 @@ from realtext import stdlib_docstrings
 import mix_sampler
 from minideepseek import metrics
 from minideepseek.arrow_io import iter_dataset_rows
+from minideepseek.classifier.data import LabeledDoc, split_by_group
 from minideepseek.config import ConfigError, build
 from minideepseek.filters import DocContext, FilterChain
 from minideepseek.filters.fasttext_model import load, prepare, score
 from minideepseek.filters.quality import QualityConfig, QualityFilter
 from minideepseek.quality.__main__ import main as quality_main
-from minideepseek.quality.data import LabeledDoc, split_by_group
 
 # Small real data trains in well under a second at these settings; DCLM's lr 0.1 x 5 epochs is for
 # corpora of 10^5+ documents and stays near chance here (measured: AUC 0.55 on this planted set).
@@ -306,9 +307,9 @@ def test_whatif_equals_a_rerun_for_loosen_tighten_and_drop(trained, docstrings):
     assert all(r["n_tokens"] for r in store), "full: dropped documents' tokens counted too"
     run = actual(tmp / "data" / "base")
     # the quality report reads the same store: every scored document lands in one decile and one cell
-    from minideepseek.quality.report import build_quality_report, quality_markdown
+    from minideepseek.sampling.quality_report import build_quality_report, quality_markdown
 
-    rep = build_quality_report(tmp / "data" / "base", "base")["sources"]
+    rep = build_quality_report(tmp / "data" / "base" / "mixed_raw", "base")["sources"]
     assert [r["source"] for r in rep] == ["web"] and rep[0]["scored"] == 200
     assert sum(d["docs"] for d in rep[0]["deciles"]) == 200 == sum(rep[0]["agreement"].values())
     assert sum(d["kept"] for d in rep[0]["deciles"]) == run["web"]["docs"]
@@ -391,22 +392,99 @@ def test_train_cli_errors_name_the_fix(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-def test_demo_quality_config_stays_in_step_with_the_demo():
-    """configs/demo_quality.yaml is configs/demo.yaml plus the quality filter on the web source and the store."""
-    root = Path(__file__).resolve().parents[1] / "configs"
-    demo = yaml.safe_load((root / "demo.yaml").read_text(encoding="utf-8"))
-    dq = yaml.safe_load((root / "demo_quality.yaml").read_text(encoding="utf-8"))
-    assert dq["run"] == {**demo["run"], "name": "demo_quality"}
-    web = dq["sources"][0]
-    assert web["filters"][:-1] == demo["sources"][0]["filters"] and web["filters"][-1]["type"] == "quality"
-    assert {k: v for k, v in web.items() if k not in ("filters", "max_epochs")} == \
-        {k: v for k, v in demo["sources"][0].items() if k != "filters"}
-    assert dq["sources"][1:] == demo["sources"][1:]
-    assert dq["sampler"] == {**demo["sampler"], "signals": "full"}
-    assert {k: v for k, v in dq.items() if k not in ("run", "sources", "sampler")} == \
-        {k: v for k, v in demo.items() if k not in ("run", "sources", "sampler")}
-    trainer = yaml.safe_load((root / "quality" / "demo_classifier.yaml").read_text(encoding="utf-8"))
-    assert web["filters"][-1]["model"] == f"{trainer['out']}/model.bin" and trainer["run_dir"] == "data/demo"
+def test_demo_config_builds_its_classifier_from_its_web_source():
+    """configs/demo.yaml's web source ends with the quality filter, whose trainer labels that same source and
+    writes the model the filter reads; the store is on (quality_report.md, whatif)."""
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+    from minideepseek.sampling.quality_build import trainer_config
+
+    root = Path(__file__).resolve().parents[1]
+    demo = yaml.safe_load((root / "configs" / "demo.yaml").read_text(encoding="utf-8"))
+    web = demo["sources"][0]
+    q = web["filters"][-1]
+    assert q["type"] == "quality" and q["train"] == "configs/quality/demo_classifier.yaml"
+    assert demo["sampler"]["signals"] == "full"
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        cfg = load_stage_config(MixSamplerConfig, "configs/demo.yaml", quiet=True)  # validates without the model
+        tcfg = trainer_config(cfg.sources[0].filters[-1], "sources.fineweb_edu.filters[7]")
+    finally:
+        os.chdir(cwd)
+    assert tcfg.source == web["name"] and tcfg.threshold == q["threshold"]
+
+
+def _labeled_source(tmp: Path, docs: list[tuple[str, str]]) -> Path:
+    """A local source whose URLs carry the label (/pos/, /neg/: planted as in _planted) and the module as host."""
+    rng = random.Random(3)
+    src = tmp / "labeled.jsonl"
+    with src.open("w") as fh:
+        for i, (name, doc) in enumerate(docs):
+            module = name.split(".")[0]
+            if i % 2:
+                words = doc.split()
+                rng.shuffle(words)
+                doc = " ".join(words)
+            fh.write(json.dumps({"id": f"d{i}", "text": doc,
+                                 "url": f"https://{module}.example/{'neg' if i % 2 else 'pos'}/{i}"}) + "\n")
+    return src
+
+
+def test_stage1_builds_the_model_it_names_reuses_it_and_fingerprints_it(tmp_path, docstrings):
+    """`train:` on a quality filter: stage 1 trains the model from the source's own raw records before sampling
+    (byte-identical on a rebuild), reuses it while the build key holds, rebuilds it when the trainer changes, and
+    lists its sha256 as an input, so stage 1 goes stale with the model. quality_report.md carries the card's AUC."""
+    pytest.importorskip("fasttext_new", reason="training needs fasttext-new (requirements.lock)")
+    from minideepseek.stage import read_manifest
+
+    src = _labeled_source(tmp_path, docstrings[:800])
+    trainer = {"out": str(tmp_path / "models" / "q"), "source": "web", "group_field": "host", "seed": 7,
+               "rule": {"positive": {"url_regex": "/pos/"}, "negative": {"url_regex": "/neg/"}},
+               "fasttext": {"lr": 0.5, "epoch": 25, "dim": 32, "bucket": 50_000}}
+    tpath = tmp_path / "trainer.yaml"
+    tpath.write_text(yaml.safe_dump(trainer))
+    model = tmp_path / "models" / "q" / "model.bin"
+    cfg = {"run": {"name": "b", "seed": 5, "data_dir": str(tmp_path / "data"), "reports_dir": str(tmp_path / "rep")},
+           "sources": [{"name": "web", "type": "local", "path": str(src), "format": "jsonl", "id_field": "id",
+                        "url_field": "url", "weight": 1.0, "lang": "en",
+                        "filters": [{"type": "quality", "model": str(model), "threshold": 0.5, "train": str(tpath)}]}],
+           "sampler": {"target_docs": "all", "num_proc": 1, "min_chars": 20, "signals": "full"}}
+    cpath = tmp_path / "b.yaml"
+    cpath.write_text(yaml.safe_dump(cfg))
+    assert mix_sampler.main(["--config", str(cpath)]) == 0
+    card = json.loads((model.parent / "model_card.json").read_text())
+    assert card["built_from"]["source"] == "web" and card["built_from"]["docs"] == 800
+    assert card["metrics"]["roc_auc"] > 0.8, card["metrics"]
+    art = tmp_path / "data" / "b" / "mixed_raw"
+    man = read_manifest(art)
+    assert man.input_fingerprint("quality_model:web") == _sha(model) == card["model_sha256"]
+    rep = (tmp_path / "rep" / "b" / "quality_report.md").read_text()
+    assert f"ROC AUC **{card['metrics']['roc_auc']:.4f}**" in rep and "Examples per decile" in rep
+    qj = json.loads((tmp_path / "rep" / "b" / "quality_report.json").read_text())["sources"][0]
+    assert qj["kept_share_at_threshold"]["all"] == round(man["counters"]["docs"] / 800, 4)
+    first = model.read_bytes()
+    # up to date: neither the model nor stage 1 is rebuilt
+    assert mix_sampler.main(["--config", str(cpath)]) == 0
+    assert read_manifest(art)["finished_at"] == man["finished_at"]
+    # retrained from scratch with the same key: the same bytes (thread: 1, seeded)
+    model.unlink()
+    assert mix_sampler.main(["--config", str(cpath)]) == 0
+    assert model.read_bytes() == first and read_manifest(art)["finished_at"] == man["finished_at"]
+    # a trainer change is a new build key: a new model, so stage 1's input changes and it rebuilds
+    tpath.write_text(yaml.safe_dump({**trainer, "fasttext": {**trainer["fasttext"], "epoch": 5}}))
+    assert quality_main(["build", "--config", str(cpath)]) == 0  # the step by hand
+    assert model.read_bytes() != first
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+    from minideepseek.sampling.whatif import NeedsRerun, predict
+
+    with pytest.raises(NeedsRerun, match="not the one the run scored"):  # the store holds the old model's scores
+        predict(load_stage_config(MixSamplerConfig, cpath, quiet=True))
+    assert mix_sampler.main(["--config", str(cpath)]) == 0
+    man2 = read_manifest(art)
+    assert man2.input_fingerprint("quality_model:web") == _sha(model) != man.input_fingerprint("quality_model:web")
+    assert man2["finished_at"] != man["finished_at"] or man2.fingerprint != man.fingerprint
 
 
 def test_whatif_with_a_token_target_the_run_met_early(trained, docstrings):
@@ -455,3 +533,95 @@ def test_whatif_chain_alignment_refuses_what_it_cannot_answer():
         _plan_chain("web", [{"type": "fineweb"}], ({"type": "fineweb"}, {"type": "pii"}))
     steps = _plan_chain("web", [{"type": "fineweb"}], ({"type": "fineweb", "line_punct_thr": 0.05},))
     assert steps[0].cfg.line_punct_thr == 0.05
+
+
+def _arrow_shas(art: Path) -> dict[str, str]:
+    from minideepseek.stage import read_manifest
+
+    return {f["path"]: f["sha256"] for f in read_manifest(art)["outputs"]["files"] if f["path"].endswith(".arrow")}
+
+
+def test_whatif_apply_writes_the_rerun_artifact(trained, docstrings, capsys):
+    """--apply rewrites mixed_raw from the store: its shards are byte-identical to a --force rerun's with the
+    same change (loosened: dropped documents re-read from their raw records; tightened: rows copied; a filter
+    removed from the config: every row re-read), and the new manifest is stage 1's for the new config."""
+    import report
+    from minideepseek.stage import read_manifest
+
+    tmp = trained["tmp"] / "apply"
+    tmp.mkdir()
+    model = str(trained["out"] / "model.bin")
+    chain = [{"type": "fineweb"}, {"type": "quality", "model": model, "threshold": 0.5}]
+    cases = [(["sources.web.filters.1.threshold=0.3"], [chain[0], {**chain[1], "threshold": 0.3}]),
+             (["sources.web.filters.1.threshold=0.8"], [chain[0], {**chain[1], "threshold": 0.8}]),
+             ([], [chain[1]])]
+    for k, (sets, new_chain) in enumerate(cases):
+        base = _whatif_config(tmp, docstrings[800:1200], model, f"base{k}", chain)
+        assert mix_sampler.main(["--config", str(base)]) == 0
+        art = tmp / "data" / f"base{k}" / "mixed_raw"
+        before = _arrow_shas(art)
+        if not sets:  # a removed filter is applied from a config that no longer has it
+            data = yaml.safe_load(base.read_text())
+            data["sources"][0]["filters"] = new_chain
+            base.write_text(yaml.safe_dump(data))
+        argv = ["whatif", "--config", str(base), "--apply"] + [x for s in sets for x in ("--set", s)]
+        assert report.main(argv) == 0, capsys.readouterr().err
+        assert "applied:" in capsys.readouterr().out
+        man = read_manifest(art)
+        applied = _arrow_shas(art)
+        assert applied != before, k
+        rerun = _whatif_config(tmp, docstrings[800:1200], model, f"rerun{k}", new_chain)
+        assert mix_sampler.main(["--config", str(rerun), "--force"]) == 0
+        assert applied == _arrow_shas(tmp / "data" / f"rerun{k}" / "mixed_raw"), k
+        import pyarrow.parquet as pq  # the store is re-decided: each document's decision is the rerun's
+
+        def decisions(a: Path) -> dict:
+            t = pq.read_table(str(a / "signals" / "web.parquet")).to_pylist()
+            return {r["id"]: (r["chain_keep"], r["reason"]) for r in t}
+
+        assert decisions(art) == decisions(tmp / "data" / f"rerun{k}" / "mixed_raw"), k
+        # tightening only copies old rows; loosening re-reads the newly kept; a filter removed from web re-reads
+        # every web row (its trace names the chain); the other source re-reads only what its grown quota adds
+        rebuilt = man["counters"]["whatif_applied"]["rebuilt_by_source"]
+        assert (not rebuilt) == (k == 1), (k, rebuilt)
+        if k == 2:
+            assert rebuilt["web"] == man["counters"]["per_source"]["web"]["docs"], rebuilt
+            assert rebuilt["notes"] < man["counters"]["per_source"]["notes"]["docs"], rebuilt
+        # the new artifact is stage 1's for the changed config: running it finds nothing to do
+        assert mix_sampler.main(["--config", str(base)] + [x for s in sets for x in ("--set", s)]) == 0
+        assert read_manifest(art)["finished_at"] == man["finished_at"], k
+        assert (tmp / "reports" / f"base{k}" / "quality_report.md").is_file()
+    # what cannot be applied is refused
+    assert report.main(["whatif", "--config", str(base), "--drop-filter", "web:0", "--apply"]) == 2
+    assert "--drop-filter is a prediction only" in capsys.readouterr().err
+
+
+def test_whatif_apply_with_an_upsampled_source(trained, docstrings, capsys):
+    """A source short of its quota is upsampled (max_epochs 2): the what-if replays the second pass in the
+    source's own seeded order (read from the raw records, not extracted), and --apply writes its copies; the
+    shards equal a --force rerun's."""
+    import report
+    from minideepseek.records import is_copy
+
+    tmp = trained["tmp"] / "apply_up"
+    tmp.mkdir()
+    model = str(trained["out"] / "model.bin")
+    chain = [{"type": "fineweb"}, {"type": "quality", "model": model, "threshold": 0.5}]
+
+    def config(name: str, filters: list[dict]) -> Path:
+        p = _whatif_config(tmp, docstrings[800:1200], model, name, filters, target_tokens=60_000)
+        data = yaml.safe_load(p.read_text())
+        data["sources"][0]["max_epochs"] = 2.0
+        p.write_text(yaml.safe_dump(data))
+        return p
+
+    base = config("base", chain)
+    assert mix_sampler.main(["--config", str(base)]) == 0
+    art = tmp / "data" / "base" / "mixed_raw"
+    sets = ["--set", "sources.web.filters.1.threshold=0.4"]
+    assert report.main(["whatif", "--config", str(base), "--apply", *sets]) == 0, capsys.readouterr().err
+    rerun = config("rerun", [chain[0], {**chain[1], "threshold": 0.4}])
+    assert mix_sampler.main(["--config", str(rerun), "--force"]) == 0
+    ids = [r["id"] for r in iter_dataset_rows(art, ["id"])]
+    assert any(is_copy(i) for i in ids), "the web source was upsampled"
+    assert _arrow_shas(art) == _arrow_shas(tmp / "data" / "rerun" / "mixed_raw")

@@ -15,6 +15,11 @@ sets the threshold to the pilot's ``1 - top_fraction`` quantile (``pilot_thresho
 the filter report with the pilot size). The kept share then equals ``top_fraction`` within the
 pilot's sampling error (binomial: ~``sqrt(f(1-f)/pilot_docs)``, 0.009 for f=0.1 and 1,000 docs).
 
+``train: configs/quality/X.yaml`` makes stage 1 build the model itself (before sampling, from the
+source's raw records; rebuilt when the trainer settings, the corpus or the chain before the filter
+change; :mod:`minideepseek.sampling.quality_build`). Either way stage 1's manifest lists the model file's
+sha256 as an input (``quality_model:<source>``), so a changed model makes stage 1 stale.
+
 ``sha256`` pins the model file: stage 1's config hash sees the path, not the file, so without a pin a
 retrained model at the same path would not make stage 1 stale. A mismatch stops the stage.
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ..config import ConfigError, require
@@ -45,6 +51,9 @@ class QualityConfig:
     sha256: str = ""  # optional pin of the model file
     max_chars: int = 20_000  # the scored prefix; use the trainer's max_chars
     signal: str = "quality_score"  # the signal's name (two quality filters in one chain need two names)
+    # a trainer YAML (minideepseek.classifier, with `source:`): stage 1 builds `model` from that source's raw
+    # records before sampling when it is missing or its build key changed (sampling/quality_build.py)
+    train: str = ""
 
     def __post_init__(self) -> None:
         require(bool(self.model), "quality.model: set the path of a fastText .bin/.ftz classifier (train one with "
@@ -61,6 +70,9 @@ class QualityConfig:
         require(not self.sha256 or re.fullmatch(r"[0-9a-f]{64}", self.sha256) is not None,
                 "quality.sha256 must be the model file's 64-hex-digit sha256 (model_card.json: model_sha256)")
         require(self.max_chars >= 100, f"quality.max_chars={self.max_chars} is too small; use >= 100")
+        require(not self.train or Path(self.train).is_file(),
+                f"quality.train: {self.train} not found (a trainer YAML with source:, e.g. "
+                "configs/quality/demo_classifier.yaml)")
         require(_SIGNAL.fullmatch(self.signal) is not None,
                 f"quality.signal={self.signal!r}: a snake_case name such as quality_score")
 
@@ -77,16 +89,36 @@ class QualityFilter:
     Config: ClassVar[type] = QualityConfig
 
     def __init__(self, cfg: QualityConfig) -> None:
+        self.cfg = cfg
+        self._model: Any = None
+        self._label = ""
+        # a model stage 1 builds (train:) may not exist yet when the config is validated: loaded on first use
+        if not (cfg.train and not Path(cfg.model).is_file()):
+            self._load()
+
+    def _load(self) -> None:
         from .fasttext_model import check_label, load, model_sha256
 
-        self.cfg = cfg
+        cfg = self.cfg
         if cfg.sha256:
             have = model_sha256(cfg.model)
             if have != cfg.sha256:
                 raise ConfigError(f"quality.model {cfg.model} has sha256 {have}, the config pins {cfg.sha256}: "
                                   "update quality.sha256 (the model changed) or restore the pinned file")
-        self.model = load(cfg.model)
-        self.label = check_label(self.model, cfg.label, cfg.model)
+        self._model = load(cfg.model)
+        self._label = check_label(self._model, cfg.label, cfg.model)
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            self._load()
+        return self._model
+
+    @property
+    def label(self) -> str:
+        if self._model is None:
+            self._load()
+        return self._label
 
     def score(self, text: str) -> float:
         from .fasttext_model import score

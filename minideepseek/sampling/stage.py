@@ -43,6 +43,8 @@ from .config import MixSamplerConfig
 from .filter_report import build_filter_report, filter_report_markdown
 from .pilot import needs_pilot, resolve_top_fraction
 from .process import ProcessSettings, process_batch
+from .quality_build import ensure_models
+from .quality_report import quality_chains, write_quality_report
 from .quota import Taker, run_quotas
 from .report import build_source_mix, source_mix_markdown, verdict_line
 from .resume import BatchLog, clear_leftovers
@@ -222,6 +224,9 @@ def run_mix_sampler(cfg: MixSamplerConfig, upstream: dict[str, str] | None = Non
         for corpus in {id(s.corpus): s.corpus for s in sources.values() if hasattr(s, "corpus")}.values():
             corpus.require_pinned()
     inputs = [src.input_ref() for src in sources.values()]
+    # a quality filter's model: built here first when its config says train: (from the pinned corpus), and
+    # fingerprinted either way, so a changed model makes this stage stale
+    inputs += ensure_models(cfg)
     deletions = deletion_input(cfg)
     if deletions is not None:
         inputs.append(deletions)
@@ -425,6 +430,9 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
     freport = build_filter_report(cfg, takers, realized, sampled.mods, sampled.examples, sampled.pilots)
     write_json_atomic(tmp / "filter_report.json", freport)
     write_text_atomic(tmp / "filter_report.md", filter_report_markdown(freport))
+    chains = {s.name: _resolved_chain(s.filters, sampled.pilots.get(s.name)) for s in cfg.sources}
+    if quality_chains(chains):  # the model's scores per source, its card's held-out AUC, model against rules
+        write_quality_report(tmp, tmp, cfg.run.name, chains)
     counters = {
         "docs": writer.num_rows,
         "shards": len(shards),
@@ -439,6 +447,14 @@ def _build(cfg: MixSamplerConfig, sources: dict, tmp: Path, stage: StageRun, exe
     if withdrawn:
         counters["withdrawn_at_ingestion"] = {n: t.stats.withdrawn for n, t in takers.items()}
     return stage.commit(counters, extra={"token_counter": {"name": counter.name, "path": str(counter.path)}})
+
+
+def _resolved_chain(filters: tuple[dict[str, Any], ...], pilot: dict[str, Any] | None) -> tuple[dict[str, Any], ...]:
+    """The chain with a top_fraction's pilot threshold filled in (as the signal store records it)."""
+    if pilot is None:
+        return filters
+    i = pilot["filter_index"]
+    return (*filters[:i], {**filters[i], "pilot_threshold": pilot["threshold"]}, *filters[i + 1:])
 
 
 def _mix(cfg: Any) -> dict[str, Any] | None:

@@ -16,8 +16,10 @@ It refuses (exit 2, naming why) what the store cannot answer, rather than guess:
   fineweb's three thresholds, langid.threshold), a filter added, a modifier (c4, pii) removed, a
   changed ``top_fraction`` (its pilot would move), or changed sources, extraction, length limits or seed;
 * a source whose new quota needs documents the run never read (a streamed source stops at its quota;
-  finite ones are read to the end of their first pass), or a second pass (upsampling): rerun stage 1.
-Not done yet: ``--apply`` (writing the new artifact from the store and the raw records).
+  finite ones are read to the end of their first pass). A later pass (upsampling, ``max_epochs`` > 1) of
+  a source read to its end is predicted: its order is the source's seeded order of that pass, read from
+  the raw records (no extraction), over the stored documents.
+``--apply`` then writes the predicted artifact (:mod:`.whatif_apply`).
 """
 
 from __future__ import annotations
@@ -125,11 +127,40 @@ def _check_same_inputs(new: MixSamplerConfig, manifest: dict[str, Any]) -> None:
     for key in ("min_chars", "max_chars", "token_counter", "demo_tiers"):
         if cur["sampler"][key] != old["sampler"][key]:
             raise NeedsRerun(f"sampler.{key} differs from the run's; rerun stage 1")
+    from ..fsio import sha256_file
+
+    for i in manifest.get("inputs", []):  # the stored scores are this model's: a rebuilt one scores differently
+        if i["name"].startswith("quality_model:"):
+            path = Path(i["path"])
+            if not path.is_file() or sha256_file(path) != i["fingerprint"]:
+                raise NeedsRerun(f"the quality model {path} is not the one the run scored with ({i['name']}); "
+                                 "rerun stage 1")
     strip = ("filters", "weight", "max_epochs")
     olds = {s["name"]: {k: v for k, v in s.items() if k not in strip} for s in old["sources"]}
     for s in cur["sources"]:
         if olds.get(s["name"]) != {k: v for k, v in s.items() if k not in strip}:
             raise NeedsRerun(f"source {s['name']} is new or reads other data than the run's; rerun stage 1")
+
+
+def _later_pass(cfg: MixSamplerConfig, name: str, epoch: int, rows: list[dict[str, Any]]) -> Iterator[int]:
+    """Store positions in the order of pass ``epoch`` (an upsampling pass): the source's own seeded order of
+    that pass, read from its raw records without extracting them (records the store lacks, invalid or
+    withdrawn ones, are rejects in a rerun's later pass too, which take nothing)."""
+    from ..sources import make_source
+
+    pos = {(r["file"], r["line"], r["offset"], r["source_id"]): i for i, r in enumerate(rows)}
+    s = next(x for x in cfg.sources if x.name == name)
+    src = make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers, cfg.sampler.max_chars)
+    try:
+        if hasattr(src, "load") and getattr(src, "reads_up_front", True):
+            src.load()
+        for raw in src.iter_raw(epoch):
+            i = pos.get((raw.file or "", raw.line, raw.offset, str(raw.source_id)))
+            if i is not None:
+                yield i
+    finally:
+        if hasattr(src, "close"):
+            src.close()
 
 
 def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> dict[str, Any]:
@@ -148,17 +179,23 @@ def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> d
     sc = new.sampler
     takers: dict[str, Taker] = {}
     emitted: dict[str, list[dict[str, Any]]] = {}
+    order: list[tuple[str, int]] = []  # (source, index in emitted[source]) in the sampler's emission order
+    plans: dict[str, list[_Step]] = {}
     for s in new.sources:
         chain = tuple(f for i, f in enumerate(s.filters) if i not in (drop or {}).get(s.name, set()))
-        steps = _plan_chain(s.name, meta["chains"][s.name], chain)
+        steps = plans[s.name] = _plan_chain(s.name, meta["chains"][s.name], chain)
         rows = tables[s.name].to_pylist()
         read_to_end = meta["sources"][s.name]["first_pass_read_to_end"]
         emitted[s.name] = []
 
-        def iter_epoch(epoch: int, name: str = s.name, n: int = len(rows), end: bool = read_to_end) -> Iterator[int]:
+        def iter_epoch(epoch: int, name: str = s.name, n: int = len(rows), end: bool = read_to_end,
+                       rows: list[dict[str, Any]] = rows) -> Iterator[int]:
             if epoch > 1:
-                raise NeedsRerun(f"source {name} would need a second pass (upsampling), which the store does not "
-                                 "hold; rerun stage 1")
+                if not end:
+                    raise NeedsRerun(f"source {name} would need a second pass (upsampling) of a source the run did "
+                                     "not read to its end; rerun stage 1")
+                yield from _later_pass(new, name, epoch, rows)
+                return
             yield from range(n)
             if not end:
                 raise NeedsRerun(f"source {name}: the run stopped reading at its quota ({n:,} documents evaluated) and "
@@ -175,10 +212,15 @@ def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> d
                 elif r["post_check"]:
                     out.append(Reject(name, r["source_id"], r["url"], r["post_check"], "", ""))
                 else:
-                    out.append({"id": r["id"], "n_tokens": r["n_tokens"], "n_chars": r["n_chars"], "audit_trace": []})
+                    out.append({"id": r["id"], "n_tokens": r["n_tokens"], "n_chars": r["n_chars"], "audit_trace": [],
+                                "position": p})
             return out
 
-        takers[s.name] = Taker(s.name, iter_epoch, sc.unit, s.max_epochs, fetch, emitted[s.name].append,
+        def emit(row: dict[str, Any], name: str = s.name) -> None:
+            order.append((name, len(emitted[name])))
+            emitted[name].append(row)
+
+        takers[s.name] = Taker(s.name, iter_epoch, sc.unit, s.max_epochs, fetch, emit,
                                lambda rej: None, sc.batch_size, sc.max_reject_fraction)
     weights = {s.name: s.weight for s in new.sources}
     outcome = run_quotas(takers, weights, sc.target, sc.unit, sc.shortfall)
@@ -189,6 +231,9 @@ def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> d
         result["sources"][s.name] = {"docs": len(rows), "tokens": sum(r["n_tokens"] for r in rows),
                                      "ids": [r["id"] for r in rows], "weight": s.weight,
                                      "shortfall": outcome[s.name]["shortfall"]}
+    # for --apply (whatif_apply.py): every emitted row with its store position, the emission order, the plans
+    result["_internal"] = {"emitted": emitted, "order": order, "plans": plans, "takers": takers, "outcome": outcome,
+                           "meta": meta, "tables": tables, "manifest": man}
     return result
 
 
@@ -234,4 +279,12 @@ def run_whatif(a: argparse.Namespace) -> None:
     pred = predict(cfg, drop)
     print(table(pred, actual(cfg.run.run_dir)))
     if a.json:
-        Path(a.json).write_text(json.dumps(pred, indent=1), encoding="utf-8")
+        Path(a.json).write_text(json.dumps({k: v for k, v in pred.items() if k != "_internal"}, indent=1),
+                                encoding="utf-8")
+    if a.apply:
+        from .whatif_apply import apply_prediction
+
+        man = apply_prediction(cfg, pred, a.overrides, a.drop_filter)
+        print(f"applied: {cfg.run.run_dir / MIXED_RAW} rewritten from the signal store ({man['counters']['docs']:,} "
+              f"documents, {man['counters']['whatif_applied']['rebuilt_docs']:,} of them re-read from their raw "
+              f"records); reports in {cfg.run.report_dir}")

@@ -13,3 +13,6 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drop-filter", action="append", default=[], metavar="SOURCE:INDEX",
                    help="predict without filter INDEX (0-based) of SOURCE's chain (repeatable)")
     p.add_argument("--json", default=None, help="also write the prediction (with kept ids) here")
+    p.add_argument("--apply", action="store_true",
+                   help="write the predicted stage-1 artifact (mixed_raw) from the store, as a --force rerun would "
+                        "(the run's config must then carry the same change; see docs/stages.md)")

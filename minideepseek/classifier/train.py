@@ -26,7 +26,7 @@ from ..config import ConfigError, to_plain
 from ..filters.fasttext_model import check_label, load, score
 from ..fsio import sha256_file, write_json_atomic, write_text_atomic
 from ..mdsafe import md_text, snippet_md
-from .data import LabeledDoc, QualityTrainConfig, load_labeled, split_by_group
+from .data import Given, LabeledDoc, QualityTrainConfig, load_labeled, split_by_group
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +49,12 @@ def _train_lines(docs: list[LabeledDoc], cfg: QualityTrainConfig) -> str:
     return "".join(f"__label__{names[d.label]} {d.text}\n" for d in docs)
 
 
-def train_model(cfg: QualityTrainConfig) -> dict[str, Any]:
-    """The whole command: read, split, train, save, evaluate, report. Returns the card."""
+def train_model(cfg: QualityTrainConfig, given: Given | None = None,
+                extra_card: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole command: read, split, train, save, evaluate, report. Returns the card. ``given``: labeled
+    documents (stage 1's build); ``extra_card``: fields added to the card (the build's key)."""
     t0 = time.perf_counter()
-    labeled = load_labeled(cfg)
+    labeled = load_labeled(cfg, given)
     train, held = split_by_group(labeled.docs, cfg.held_out, cfg.seed, cfg.held_out_groups)
     log.info("quality train: %s documents (%s positive), %s groups; training on %s, holding out %s in %s groups",
              f"{len(labeled.docs):,}", f"{labeled.counts['positives']:,}", len({d.group for d in labeled.docs}),
@@ -104,6 +106,7 @@ def train_model(cfg: QualityTrainConfig) -> dict[str, Any]:
                   "held_out_groups": report["held_out"]["groups"], "train_groups": report["train"]["groups"],
                   "train_docs": len(train), "held_out_docs": len(held)},
         "metrics": {"roc_auc": report["roc_auc"], "at_threshold": report["at_threshold"]},
+        **(extra_card or {}),
     }
     write_json_atomic(out / CARD_FILE, card)
     write_json_atomic(out / f"{REPORT}.json", report)

@@ -1,9 +1,11 @@
-"""``quality_report.{md,json}``: what the quality filter did in a run, from its signal store.
+"""``quality_report.{md,json}``: what the quality filter did in a run, from its signal store. Stage 1
+writes it into ``mixed_raw`` (published to ``reports/<run>/``) whenever a chain has a ``quality`` filter;
+``python -m minideepseek.quality report --config C`` rebuilds it for an existing run.
 
-    .venv/bin/python -m minideepseek.quality report --config configs/demo_quality.yaml
-
-Needs a stage-1 artifact built with ``sampler.signals: full`` (every rule scored every document). Per
-source with a ``quality`` filter: the score histogram by decile (documents, kept by the run), three
+Per source with a ``quality`` filter: the classifier's own held-out metrics (ROC AUC, precision/recall
+at its threshold, the unseen groups) from the ``model_card.json`` beside the model, when there is one.
+With ``sampler.signals: full`` (every rule scored every document) also: the score histogram by decile
+(documents, kept by the run), three
 example documents per decile (with how many are in the run's output: the quota may stop short of
 every document that passed), the share kept at each threshold from 0.1 to 0.9 (of every scored
 document, and of those the rule filters keep), and the model against the rules: documents the model
@@ -19,7 +21,9 @@ from typing import Any
 
 from ..fsio import write_json_atomic, write_text_atomic
 from ..mdsafe import md_text, redact, snippet_md
-from ..pipeline import MIXED_RAW
+
+CARD_FILE = "model_card.json"  # quality/train.py writes it next to model.bin
+REPORT_JSON, REPORT_MD = "quality_report.json", "quality_report.md"
 
 EXAMPLES = 3
 
@@ -39,18 +43,48 @@ def _snippets(art: Path) -> tuple[dict[str, str], set[str]]:
     return out, kept
 
 
-def build_quality_report(run_dir: Path, run_name: str) -> dict[str, Any]:
-    from ..sampling.signals import read_store
+def card_summary(model: str) -> dict[str, Any] | None:
+    """The classifier's held-out figures from the model card next to the model file (None: no card, e.g. a
+    published model used as is)."""
+    card_path = Path(model).parent / CARD_FILE
+    if not card_path.is_file():
+        return None
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    split = card.get("split", {})
+    return {"card": str(card_path), "model_sha256": card.get("model_sha256"),
+            "roc_auc": (card.get("metrics") or {}).get("roc_auc"),
+            "at_threshold": (card.get("metrics") or {}).get("at_threshold"),
+            "held_out_docs": split.get("held_out_docs"), "train_docs": split.get("train_docs"),
+            "held_out_groups": split.get("held_out_groups", []), "split_by": split.get("by"),
+            "built_from": card.get("built_from")}
 
-    art = run_dir / MIXED_RAW
+
+def quality_chains(chains: dict[str, Any]) -> dict[str, int]:
+    """Source -> the index of its (first) quality filter."""
+    out = {}
+    for name, chain in chains.items():
+        qi = [i for i, f in enumerate(chain) if f.get("type") == "quality"]
+        if qi:
+            out[name] = qi[0]
+    return out
+
+
+def build_quality_report(art: Path, run_name: str, chains: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report of the stage-1 artifact (or its tmp dir) ``art``. ``chains`` (source -> resolved filter
+    specs) is needed only when the artifact has no signal store (then: per source the model card only)."""
+    from .signals import STORE_DIR, read_store
+
+    if not (art / STORE_DIR / "meta.json").is_file():
+        sources = [{"source": name, "threshold": chain[q].get("threshold", chain[q].get("pilot_threshold")),
+                    "top_fraction": chain[q].get("top_fraction"), "classifier": card_summary(chain[q]["model"])}
+                   for name, chain in (chains or {}).items() for q in [quality_chains({name: chain}).get(name)]
+                   if q is not None]
+        return {"run": run_name, "signals": "none", "sources": sources}
     meta, tables = read_store(art)
     snippets, in_artifact = _snippets(art)
     sources = []
-    for name, chain in meta["chains"].items():
-        qi = [i for i, f in enumerate(chain) if f.get("type") == "quality"]
-        if not qi:
-            continue
-        q = qi[0]
+    for name, q in quality_chains(meta["chains"]).items():
+        chain = meta["chains"][name]
         key = chain[q].get("signal", "quality_score")
         threshold = chain[q].get("threshold", chain[q].get("pilot_threshold"))
         rows = [r for r in tables[name].to_pylist() if r[f"verdict_{q}"] is not None]
@@ -74,7 +108,11 @@ def build_quality_report(run_dir: Path, run_name: str) -> dict[str, Any]:
                   "kept_share_rules_kept": _share(ruled, t / 10)} for t in range(1, 10)]
         model_only = sorted((d for d in docs if d["rules_keep"] and not d["model_keep"]), key=lambda d: d["score"])
         rules_only = sorted((d for d in docs if not d["rules_keep"] and d["model_keep"]), key=lambda d: -d["score"])
+        ruled_kept = sum(d["model_keep"] for d in ruled)
         sources.append({"source": name, "threshold": threshold, "top_fraction": chain[q].get("top_fraction"),
+                        "classifier": card_summary(chain[q]["model"]),
+                        "kept_share_at_threshold": {"all": _share(docs, threshold),
+                                                    "rules_kept": round(ruled_kept / len(ruled), 4) if ruled else None},
                         "scored": len(docs), "kept_by_model": sum(d["model_keep"] for d in docs),
                         "deciles": deciles, "kept_share_by_threshold": curve,
                         "agreement": {"both_keep": sum(d["rules_keep"] and d["model_keep"] for d in docs),
@@ -86,7 +124,9 @@ def build_quality_report(run_dir: Path, run_name: str) -> dict[str, Any]:
     return {"run": run_name, "signals": meta["mode"], "sources": sources}
 
 
-def _share(docs: list[dict[str, Any]], t: float) -> float | None:
+def _share(docs: list[dict[str, Any]], t: float | None) -> float | None:
+    if t is None:
+        return None
     return round(sum(d["score"] >= t for d in docs) / len(docs), 4) if docs else None
 
 
@@ -96,16 +136,26 @@ def _ex(d: dict[str, Any], snippets: dict[str, str]) -> dict[str, Any]:
 
 
 def quality_markdown(rep: dict[str, Any]) -> str:
-    lines = [f"# Quality filter report — run `{md_text(rep['run'])}`", "",
-             "Scores are the classifier's probability of the positive label, stored per document by stage 1 "
-             f"(`sampler.signals: {rep['signals']}`); every document the source read was scored.", ""]
+    if rep["signals"] == "full":
+        intro = ("Scores are the classifier's probability of the positive label, stored per document by stage 1 "
+                 "(`sampler.signals: full`); every document the source read was scored.")
+    else:
+        intro = (f"`sampler.signals: {rep['signals']}`: no per-document scores were stored, so this report holds the "
+                 "classifier's card only; set `sampler.signals: full` for the histogram, examples and the model "
+                 "against the rules.")
+    lines = [f"# Quality filter report — run `{md_text(rep['run'])}`", "", intro, ""]
     for s in rep["sources"]:
         rule = (f"top fraction {s['top_fraction']} (pilot threshold {s['threshold']:.4f})" if s["top_fraction"]
                 else f"threshold {s['threshold']}")
+        lines += [f"## {md_text(s['source'])}", ""]
+        lines += _card_lines(s.get("classifier"))
+        if "scored" not in s:
+            continue
         a = s["agreement"]
-        lines += [f"## {md_text(s['source'])}", "",
-                  f"{s['scored']:,} documents scored; {rule}: the model keeps {s['kept_by_model']:,} "
-                  f"({s['kept_by_model'] / max(1, s['scored']):.1%}).", "",
+        k = s["kept_share_at_threshold"]
+        lines += [f"{s['scored']:,} documents scored; {rule}: the model keeps {s['kept_by_model']:,} "
+                  f"({s['kept_by_model'] / max(1, s['scored']):.1%}; of the documents every rule keeps: "
+                  f"{_pct(k['rules_kept'])}).", "",
                   "| score decile | docs | in the run's output |", "|---|---:|---:|"]
         lines += [f"| {d['bin']} | {d['docs']:,} | {d['kept']:,} |" for d in s["deciles"]]
         lines += ["", "Kept share against the threshold:", "",
@@ -128,6 +178,25 @@ def quality_markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _card_lines(c: dict[str, Any] | None) -> list[str]:
+    if c is None:
+        return ["Classifier: no `model_card.json` beside the model (a model not trained here); no held-out figures.",
+                ""]
+    auc = "undefined" if c["roc_auc"] is None else f"**{c['roc_auc']:.4f}**"
+    t = c.get("at_threshold") or {}
+    prf = (f"; at its card's threshold {t['threshold']}: precision {t['precision']:.3f}, recall {t['recall']:.3f}"
+           if t else "")
+    built = c.get("built_from") or {}
+    src = (f" Built by stage 1 from the pinned corpus (source `{md_text(built['source'])}`, "
+           f"{built.get('docs', 0):,} labeled documents)." if built.get("source") else "")
+    groups = c["held_out_groups"]
+    names = ", ".join(md_text(g) for g in groups)
+    return [f"Classifier (card `{md_text(c['card'])}`, model sha256 `{(c['model_sha256'] or '')[:16]}`): held-out "
+            f"ROC AUC {auc} on {c['held_out_docs'] or 0:,} documents of {len(groups)} group"
+            f"{'' if len(groups) == 1 else 's'} it never saw ({names}; split by {c['split_by']}), trained on "
+            f"{c['train_docs'] or 0:,}{prf}.{src}", ""]
+
+
 def _pct(v: float | None) -> str:
     return "" if v is None else f"{v:.1%}"
 
@@ -136,8 +205,9 @@ def _ex_line(e: dict[str, Any]) -> str:
     return f"- {e['score']:.3f} {'kept' if e['kept'] else 'dropped'} {md_text(e['id'])}: {snippet_md(e['text'], 160)}"
 
 
-def write_quality_report(run_dir: Path, report_dir: Path, run_name: str) -> Path:
-    rep = build_quality_report(run_dir, run_name)
-    write_json_atomic(report_dir / "quality_report.json", rep)
-    write_text_atomic(report_dir / "quality_report.md", quality_markdown(rep))
-    return report_dir / "quality_report.md"
+def write_quality_report(art: Path, out_dir: Path, run_name: str, chains: dict[str, Any] | None = None) -> Path:
+    """Build the report of artifact ``art`` and write it into ``out_dir`` (stage 1: the artifact's tmp dir)."""
+    rep = build_quality_report(art, run_name, chains)
+    write_json_atomic(out_dir / REPORT_JSON, rep)
+    write_text_atomic(out_dir / REPORT_MD, quality_markdown(rep))
+    return out_dir / REPORT_MD

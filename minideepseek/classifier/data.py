@@ -98,6 +98,9 @@ class QualityTrainConfig:
     # the package or site, so the HTML and reST twins of one manual stay on one side); missing -> host -> file
     group_field: str = "component"
     run_dir: str = ""  # or: a run (data/<run>) whose mixed_raw documents `rule` labels
+    # or: a source of the pipeline config whose quality filter names this file (`train:`): stage 1 builds the
+    # model from that source's raw records (pinned corpus), extracted and filtered by the chain before the filter
+    source: str = ""
     rule: LabelRule | None = None
     label: str = "hq"  # the positive label's name (DCLM's model uses hq / cc)
     negative_label: str = "cc"
@@ -112,14 +115,15 @@ class QualityTrainConfig:
     def __post_init__(self) -> None:
         require(bool(self.out), "quality train: set --out DIR (where the model and its card go)")
         files = bool(self.positives or self.negatives)
-        require(files != bool(self.run_dir),
-                "quality train: give --positives and --negatives (JSONL files) or --run-dir with a rule, not both")
+        require(files + bool(self.run_dir) + bool(self.source) == 1,
+                "quality train: give --positives and --negatives (JSONL files), or --run-dir with a rule, or "
+                "`source:` (a pipeline source, built by stage 1), exactly one of them")
         if files:
             require(bool(self.positives and self.negatives),
                     "quality train: both --positives and --negatives are needed (one JSONL file or more each)")
         else:
-            require(self.rule is not None, "quality train: --run-dir needs a labeling `rule:` (positive and "
-                                           "negative selectors) in the --config YAML")
+            require(self.rule is not None, "quality train: --run-dir and source: need a labeling `rule:` (positive "
+                                           "and negative selectors) in the --config YAML")
         require(0.0 < self.held_out < 1.0, f"held_out={self.held_out} must be a fraction in (0, 1), e.g. 0.2")
         require(0.0 <= self.threshold <= 1.0, f"threshold={self.threshold} must be in [0, 1]")
         require(self.label != self.negative_label and "__label__" not in self.label + self.negative_label
@@ -185,17 +189,28 @@ def _from_files(cfg: QualityTrainConfig, counts: dict[str, int]) -> tuple[list[L
 def _from_run(cfg: QualityTrainConfig, counts: dict[str, int]) -> tuple[list[LabeledDoc], list[dict[str, Any]]]:
     from ..arrow_io import iter_dataset_rows
     from ..pipeline import MIXED_RAW
-    from ..records import base_id, is_copy, trace_component
+    from ..records import is_copy
 
     art = Path(cfg.run_dir) / MIXED_RAW
     man = art / "manifest.json"
     if not man.is_file():
         raise ConfigError(f"quality train: {art} has no manifest.json; run stage 1 (mix_sampler.py) for that run first")
+    rows = (row for row in iter_dataset_rows(art, ["id", "source", "url", "text", "audit_trace"])
+            if not is_copy(row["id"]))  # an upsampled copy is its original again
+    docs = label_rows(cfg, rows, counts)
+    inputs = [{"path": str(art), "label": None, "sha256": sha256_file(man), "docs": len(docs),
+               "what": "stage-1 artifact; sha256 of its manifest.json"}]
+    return docs, inputs
+
+
+def label_rows(cfg: QualityTrainConfig, rows: Any, counts: dict[str, int]) -> list[LabeledDoc]:
+    """Documents (dicts with id, source, url, text, audit_trace) labeled by ``cfg.rule``, in order; grouped by
+    corpus component or URL host (``group_field``)."""
+    from ..records import base_id, trace_component
+
     assert cfg.rule is not None
     docs = []
-    for row in iter_dataset_rows(art, ["id", "source", "url", "text", "audit_trace"]):
-        if is_copy(row["id"]):  # an upsampled copy is its original again
-            continue
+    for row in rows:
         comp = trace_component(row["audit_trace"])
         pos = cfg.rule.positive.matches(row["source"], comp, row["url"] or "", row["text"])
         neg = cfg.rule.negative.matches(row["source"], comp, row["url"] or "", row["text"])
@@ -206,16 +221,25 @@ def _from_run(cfg: QualityTrainConfig, counts: dict[str, int]) -> tuple[list[Lab
             host = urlsplit(row["url"] or "").netloc
             group = f"host:{host}" if host and (cfg.group_field == "host" or not comp) else comp or row["source"]
             docs.append(LabeledDoc(prepare(row["text"], cfg.max_chars), int(pos), group, base_id(row["id"])))
-    inputs = [{"path": str(art), "label": None, "sha256": sha256_file(man), "docs": len(docs),
-               "what": "stage-1 artifact; sha256 of its manifest.json"}]
-    return docs, inputs
+    return docs
 
 
-def load_labeled(cfg: QualityTrainConfig) -> Labeled:
-    """Every labeled document, exact duplicates (and texts labeled both ways) dropped, in input order."""
+Given = tuple[list[LabeledDoc], list[dict[str, Any]], dict[str, int]]
+
+
+def load_labeled(cfg: QualityTrainConfig, given: Given | None = None) -> Labeled:
+    """Every labeled document, exact duplicates (and texts labeled both ways) dropped, in input order.
+    ``given``: documents already labeled (stage 1's build from a source), their inputs and counts."""
     counts: dict[str, int] = {"bad_json": 0, "no_text": 0, "both_rules": 0, "duplicate_text": 0,
                               "conflicting_labels": 0}
-    docs, inputs = _from_files(cfg, counts) if not cfg.run_dir else _from_run(cfg, counts)
+    if given is not None:
+        docs, inputs = given[0], given[1]
+        counts.update(given[2])
+    elif cfg.source:
+        raise ConfigError(f"quality train: source: {cfg.source} is built by stage 1 from the pipeline config: "
+                          "`python -m minideepseek.quality build --config configs/demo.yaml` (or mix_sampler.py)")
+    else:
+        docs, inputs = _from_files(cfg, counts) if not cfg.run_dir else _from_run(cfg, counts)
     by_hash: dict[str, int] = {}
     keep: list[LabeledDoc | None] = []
     for d in docs:
