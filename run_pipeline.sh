@@ -98,7 +98,7 @@ on_interrupt() {
   trap - INT
   echo >&2
   if [ -n "$current" ]; then
-    echo "run_pipeline.sh: interrupted during $current; nothing of it was committed. Resume with:" >&2
+    echo "run_pipeline.sh: interrupted during $current; nothing of it was committed, its finished units are kept. Resume with:" >&2
     resume_hint "$current" >&2
   else
     echo "run_pipeline.sh: interrupted" >&2

@@ -194,15 +194,16 @@ def _run_cli(fn, args: argparse.Namespace, validate: bool) -> int:  # type: igno
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_STRICT
     except KeyboardInterrupt:
-        # one line, not a traceback: the stage wrote nothing that looks complete (its tmp dir is removed by
-        # the next run), and the same command resumes; run_pipeline.sh prints its own resume line
+        # one line, not a traceback: the stage committed nothing (no manifest), its finished units stay in its
+        # temp dir and the same command resumes from them; run_pipeline.sh prints its own resume line
         from .invocation import current, stage_command
 
         if not os.environ.get("MINIDEEPSEEK_PIPELINE"):  # under run_pipeline.sh, its own line says it
             inv = current()
             again = stage_command(f"{inv_script(args)}", inv) if inv and inv_script(args) else "the same command"
-            print(f"\ninterrupted: nothing was committed for this stage; rerun `{again}` to start it again "
-                  "(finished stages are kept and skipped)", file=sys.stderr)
+            print(f"\ninterrupted: nothing was committed for this stage; rerun `{again}` to resume it from its "
+                  "finished units (add --restart to start it over; finished stages are kept and skipped)",
+                  file=sys.stderr)
         return 130
     except OSError as exc:
         if exc.errno not in _ENV_ERRNOS:
