@@ -55,7 +55,14 @@ sys.path.insert(0, str(ROOT))
 
 from minideepseek import pipeline  # noqa: E402
 from minideepseek.bill import STAGES, BillAssumptions, _units, run_facts  # noqa: E402
-from minideepseek.demo_corpus.build import DOMAINS, MANIFEST, build_demo_corpus  # noqa: E402
+from minideepseek.demo_corpus.build import (  # noqa: E402
+    DERIVED_ENV,
+    DOMAINS,
+    MANIFEST,
+    DemoCorpus,
+    build_demo_corpus,
+    record_hashes,
+)
 from minideepseek.fsio import sha256_file  # noqa: E402
 
 SCRIPTS = {a: pipeline.stage(a).script for a in STAGES}
@@ -114,6 +121,23 @@ class _Recombiner:
         return {**rec, "doc_key": f"{rec['doc_key']}#s{i}", "url": f"{rec.get('url', '')}#s{i}"}
 
 
+def fixed_quality_models(config: str) -> list[str]:
+    """Build (or reuse) the config's quality classifiers from the pinned demo corpus, as a demo run's
+    stage 1 does, and return the ``--set``s that make the scale runs use those models as fixed files.
+
+    Left with ``train:``, stage 1 would see a different corpus (the recombined one), call its model
+    stale and retrain it over the whole recombined web source, into the same ``model:`` path as the
+    demo's. A run at scale applies the classifier the demo built; it does not make a new one."""
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+    from minideepseek.sampling.quality_build import ensure_models
+
+    cfg = load_stage_config(MixSamplerConfig, ROOT / config, quiet=True)
+    ensure_models(cfg)
+    return [f"sources.{s.name}.filters.{i}.train=null" for s in cfg.sources for i, f in enumerate(s.filters)
+            if f.get("type") == "quality" and f.get("train")]
+
+
 def pilot_yield(config: str, domain_recs: dict[str, list[dict]], args: argparse.Namespace) -> dict[str, Any]:
     """Raw characters per DeepSeek token that stage 1 keeps, per domain, measured by running stage 1's own
     per-document path (extraction, validation, the source's filters, the token counter) over
@@ -162,6 +186,7 @@ def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> di
     # text records only: the corpus's few invalid-UTF-8 files (raw_b64) are stage 1's reject path,
     # tested on their own, and have no text to recombine
     domain_recs = {d: recs for d in DOMAINS if (recs := [r for r in src.iter_domain(d) if r.get("raw") is not None])}
+    fixed_quality_models(args.config)  # the pilot's chain scores with the demo's classifier
     pilot = pilot_yield(args.config, domain_recs, args)
     stats: dict[str, Any] = {"planted": {"exact": args.exact, "near": args.near, "swap": args.swap},
                              "pilot": pilot, "slack": SLACK, "domains": {}}
@@ -183,6 +208,20 @@ def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> di
         manifest["domains"][d].update({"n_docs": stats["domains"][d]["docs"], "n_bytes": chars,
                                        "n_invalid_utf8": 0, "file_bytes": path.stat().st_size,
                                        "file_sha256": sha256_file(path)})
+    # a derived corpus: each component's records as now written (what the loader checks them against), the
+    # demo-corpus records they were made from (checked against the repo's pins) and the opt-in it needs
+    made = record_hashes(DemoCorpus(root, manifest))
+    sources = {}
+    for info in manifest["components"]:
+        if info.get("status") != "ok":
+            continue
+        sources[info["component"]] = {"version": info["version"], "content_sha256": info["content_sha256"]}
+        if info["component"] in made:
+            info["content_sha256"], info["n_docs"] = made[info["component"]]
+        else:  # only invalid-UTF-8 records (not recombined): the component is absent from the derived corpus
+            info["status"], info["content_sha256"], info["n_docs"] = "not_derived", None, 0
+    manifest["derived"] = {"by": "bench/bench_scale.py", "from": str(src.root), "from_components": sources,
+                           "recipe": stats["planted"], "target_tokens": tokens}
     manifest["scale_bench"] = stats
     (root / "scale_stats.json").write_text(json.dumps(stats, indent=1))
     (root / MANIFEST).write_text(json.dumps(manifest, indent=1))  # last: marks the build complete
@@ -240,13 +279,15 @@ def measure_size(tokens: float, args: argparse.Namespace) -> dict[str, Any]:
     corpus = build_scale_corpus(out, tokens, args)
     build_s = time.perf_counter() - t0
     name = f"scale_{int(tokens)}"
-    env = {**os.environ, "MINIDEEPSEEK_CACHE": str(out / "cache")}
+    env = {**os.environ, "MINIDEEPSEEK_CACHE": str(out / "cache"), DERIVED_ENV: "1"}
     sets = ["--set", f"run.name={name}", "--set", f"run.data_dir={out / 'data'}",
             "--set", f"run.reports_dir={out / 'reports'}", "--set", f"sampler.target_tokens={int(tokens)}",
             "--set", "pack.max_shard_bytes=67108864",
             # the smallest sizes have too little text for 150K merges (the guard would stop stage 3);
             # the final vocabulary is in each size's tokenizer report
             "--set", "tokenizer.allow_smaller_vocab=true"]
+    for q in fixed_quality_models(args.config):
+        sets += ["--set", q]
     data, reports = out / "data" / name, out / "reports" / name
     stages: dict[str, Any] = {}
     for a in STAGES:
@@ -359,6 +400,9 @@ def main() -> int:
     p.add_argument("--resume", action="store_true",
                    help="keep the stages a killed call already measured (their <stage>.measured.json and "
                         "artifact) and run the rest: a 1B size can span sessions")
+    p.add_argument("--corpus-only", action="store_true",
+                   help="build each size's scale corpus and print where it is (and the environment the stages "
+                        "need to read it) without running the stages: for bench/bench_resume.py at scale")
     p.add_argument("--publish", action="store_true",
                    help=f"also write the results to {PUBLISH.relative_to(ROOT)} (the committed example the docs' "
                         "scale figures are generated from); without it only bench/out/scale is written")
@@ -366,6 +410,16 @@ def main() -> int:
     out = ROOT / "bench" / "out" / "scale"
     old = out / "results.json"  # sizes measured by an earlier call are kept (one size per call is fine)
     results = [r for r in json.loads(old.read_text())] if old.is_file() else []
+    if args.corpus_only:
+        for n in [float(x) for x in args.sizes.split(",")]:
+            size = out / str(int(n))
+            stats = build_scale_corpus(size, n, args)
+            print(json.dumps({"target_tokens": n, "domains": stats["domains"]}))
+            sets = [f"sampler.target_tokens={int(n)}", "tokenizer.allow_smaller_vocab=true",
+                    *fixed_quality_models(args.config)]
+            print(f"MINIDEEPSEEK_CACHE={size / 'cache'} {DERIVED_ENV}=1 (stages: "
+                  + " ".join(f"--set {x}" for x in sets) + ")")
+        return 0
     for n in [] if args.refit else [float(x) for x in args.sizes.split(",")]:
         results = sorted([r for r in results if r["target_tokens"] != n] + [measure_size(n, args)],
                          key=lambda r: r["target_tokens"])

@@ -215,6 +215,48 @@ def test_reused_build_with_records_its_manifest_does_not_list_is_refused(cache):
         build_demo_corpus(dl.parent, tiers=("debian",), expected=exp)
 
 
+def _derive(built: DemoCorpus, records: bytes, source_sha: str) -> None:
+    """Rewrite a fake build as the scale bench leaves a derived corpus: new records, the manifest's hashes
+    of them, and the demo-corpus records it claims to come from."""
+    dom = built.root / "zh.jsonl.gz"
+    dom.write_bytes(gzip.compress(records, mtime=0))
+    man = json.loads((built.root / MANIFEST).read_text())
+    man["domains"]["zh"]["file_sha256"] = _sha(dom.read_bytes())
+    man["components"][0].update(content_sha256=_sha(records), n_docs=records.count(b"\n"))
+    man["derived"] = {"by": "bench/bench_scale.py", "from_components": {
+        "bar": {"version": "2.0-1", "content_sha256": source_sha}}}
+    (built.root / MANIFEST).write_text(json.dumps(man))
+
+
+def test_derived_corpus_is_read_only_on_purpose_and_only_from_pinned_sources(cache, monkeypatch):
+    """The scale bench's recombined corpus has records no pin can hash: it is refused unless
+    ``MINIDEEPSEEK_ALLOW_DERIVED_CORPUS=1``, and even then the records it claims to come from must match
+    the repo's pins; its own records are still checked against its manifest."""
+    from minideepseek.demo_corpus.build import DERIVED_ENV
+
+    dl, whl, deb, exp = cache
+    recombined = RECORD.replace(b'"raw": "hi"', b'"raw": "hi hi, recombined"') * 3
+    built = _fake_build(dl.parent, deb, "2.0-1")
+    _derive(built, recombined, _sha(RECORD))
+    monkeypatch.delenv(DERIVED_ENV, raising=False)
+    with pytest.raises(IntegrityError, match=f"derived by bench/bench_scale.py.*set {DERIVED_ENV}=1"):
+        build_demo_corpus(dl.parent, tiers=("debian",), expected=exp)
+    monkeypatch.setenv(DERIVED_ENV, "1")
+    corpus = build_demo_corpus(dl.parent, tiers=("debian",), expected=exp)
+    assert corpus.integrity_warnings == [] and "derived" in corpus.manifest["integrity"]
+    assert len(list(corpus.iter_domain("zh"))) == 3
+    # a claimed source the repo pins with another hash: refused even with the opt-in
+    _derive(built, recombined, _sha(b"other records"))
+    with pytest.raises(IntegrityError, match="built records of component bar"):
+        build_demo_corpus(dl.parent, tiers=("debian",), expected=exp)
+    # the derived records altered after the build: their own manifest check still holds
+    _derive(built, recombined, _sha(RECORD))
+    dom = built.root / "zh.jsonl.gz"
+    dom.write_bytes(gzip.compress(recombined + RECORD, mtime=0))
+    with pytest.raises(IntegrityError, match="sha256 mismatch"):
+        build_demo_corpus(dl.parent, tiers=("debian",), expected=exp)
+
+
 def test_stage1_demo_corpus_strict_stops_on_drift(cache, tmp_path, monkeypatch, capsys):
     import yaml
 

@@ -40,6 +40,10 @@ log = logging.getLogger("minideepseek.demo_corpus")
 
 # Bump when the selection or record layout changes: old builds stay valid under their own name.
 BUILDER_VERSION = 2
+# A *derived* corpus (the scale bench's recombination of the demo corpus, ``manifest["derived"]``) has
+# records no pin can hash; stages read one only with this variable set to 1, so an altered cache cannot
+# pass as one by adding the marker (the scale bench sets it for the stages it runs)
+DERIVED_ENV = "MINIDEEPSEEK_ALLOW_DERIVED_CORPUS"
 TIERS: tuple[str, ...] = ("portable", "debian")
 MANIFEST = "manifest.json"
 
@@ -172,6 +176,9 @@ def _recheck_cached(corpus: DemoCorpus, expected: Expected) -> None:
     ``demo_corpus.strict``); its packages are checked again against the (possibly re-pinned) expected
     list. Warnings are refreshed in memory only (the cache may be read-only)."""
     got = verify_records(corpus)
+    if corpus.manifest.get("derived") is not None:
+        _recheck_derived(corpus, expected)
+        return
     for info in corpus.manifest["components"]:
         if info.get("status") != "ok":
             continue
@@ -183,6 +190,28 @@ def _recheck_cached(corpus: DemoCorpus, expected: Expected) -> None:
             corpus.manifest.get("builder_version", BUILDER_VERSION), info["component"], str(info["version"]),
             got[info["component"]][0], str(corpus.root))
     corpus.manifest["integrity"] = _integrity(corpus.manifest["components"], expected)
+
+
+def _recheck_derived(corpus: DemoCorpus, expected: Expected) -> None:
+    """A derived corpus (its records already match its own manifest): allowed only under ``DERIVED_ENV``,
+    and the demo-corpus records it says it was made from must hash as the repo pins them."""
+    derived = corpus.manifest["derived"]
+    if os.environ.get(DERIVED_ENV) != "1":
+        raise IntegrityError(f"{corpus.root}: this cache holds a corpus derived by {derived.get('by', '?')} from the "
+                             f"demo corpus, not the pinned demo corpus itself; set {DERIVED_ENV}=1 to read it on "
+                             f"purpose, or point MINIDEEPSEEK_CACHE / run.cache_dir at the demo corpus's cache")
+    builder = corpus.manifest.get("builder_version", BUILDER_VERSION)
+    for name, src in sorted(derived.get("from_components", {}).items()):
+        # raises on a source hash the repo pins otherwise; an unpinned source is a warning as usual
+        src["warnings"] = expected.check_content(builder, name, str(src.get("version")), str(src.get("content_sha256")),
+                                                 str(corpus.root))
+    warnings = [w for s in derived.get("from_components", {}).values() for w in s["warnings"]]
+    corpus.manifest["integrity"] = {"expected": expected.path, "warnings": list(dict.fromkeys(warnings)),
+                                    "derived": f"records made by {derived.get('by', '?')} from the demo corpus "
+                                               f"(checked against their own manifest; their sources against the "
+                                               f"repo's pins)"}
+    log.warning("demo corpus: %s is a derived corpus (%s); read because %s=1", corpus.root,
+                derived.get("by", "?"), DERIVED_ENV)
 
 
 def to_record(doc: Doc, comp: Component, license: str) -> tuple[dict[str, Any], int]:
