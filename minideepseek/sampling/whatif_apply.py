@@ -138,26 +138,11 @@ def _verdict(step: Any, signals: dict[str, Any]) -> str:
     return FILTERS[step.kind].decide(signals, step.cfg)
 
 
-def apply_prediction(cfg: MixSamplerConfig, pred: dict[str, Any], overrides: list[str],
-                     drop_filter: list[str]) -> Any:
-    """Write the predicted artifact under the stage contract; returns its manifest."""
-    import pyarrow.parquet as pq
-
-    from .quality_build import ensure_models
-    from .stage import _resolved_chain, deletion_input
-
-    it = pred["_internal"]
-    old_art = cfg.run.run_dir / SPEC.artifact
-    old_man = it["manifest"]
-    emitted, order, plans, meta = it["emitted"], it["order"], it["plans"], it["meta"]
-    tables = it["tables"]
-    # the new config's own chains must be the predicted ones (a --drop-filter is not a config: refuse it here)
-    if drop_filter:
-        raise ConfigError("whatif --apply: --drop-filter is a prediction only; to apply it, remove the filter from "
-                          "the config (or --set sources.NAME.filters=[...]) so the new artifact's config says so")
-    sources = {s.name: s for s in cfg.sources}
-    same_shape = {n: len(plans[n]) == len(meta["chains"][n]) for n in sources}
-    old = _old_rows(old_art, {n for n, ok in same_shape.items() if ok})
+def _picked_rows(cfg: MixSamplerConfig, it: dict[str, Any], old: dict[tuple, dict[str, Any]],
+                 same_shape: dict[str, bool]) -> tuple[dict[str, list[dict[str, Any] | None]], dict[str, int]]:
+    """Each source's emitted rows in emission order: the old artifact's row where the document is unchanged,
+    else re-read and re-extracted from its raw record; upsampled copies renamed as the Taker names them."""
+    emitted, tables = it["emitted"], it["tables"]
     rows_by_source: dict[str, list[dict[str, Any] | None]] = {}
     rebuilt_by_source: dict[str, int] = {}
     for name, em in emitted.items():
@@ -187,7 +172,11 @@ def apply_prediction(cfg: MixSamplerConfig, pred: dict[str, Any], overrides: lis
                 picked[i] = {**row, "id": copy_id(row["id"], k),
                              "audit_trace": [*row["audit_trace"], f"sampler:upsample_epoch={k}"]}
         rows_by_source[name] = picked
-    # ids made unique in the sampler's emission order, as stage 1's collector does
+    return rows_by_source, rebuilt_by_source
+
+
+def _unique_ids(order: list[tuple[str, int]], rows_by_source: dict[str, list[dict[str, Any] | None]]) -> Counter:
+    """Ids made unique in the sampler's emission order, as stage 1's collector does; renames per source."""
     seen: set[str] = set()
     dup: Counter = Counter()
     for name, i in order:
@@ -201,6 +190,54 @@ def apply_prediction(cfg: MixSamplerConfig, pred: dict[str, Any], overrides: lis
             dup[name] += 1
         seen.add(row["id"])
         rows_by_source[name][i] = row
+    return dup
+
+
+def _write_rows(tmp: Path, cfg: MixSamplerConfig, it: dict[str, Any],
+                rows_by_source: dict[str, list[dict[str, Any] | None]]) -> tuple[DatasetWriter, list, dict[str, Counter]]:
+    """The documents, source by source up to each quota's cut, as stage 1 writes them; realized counts."""
+    writer = DatasetWriter(tmp, DOC_FEATURES, cfg.sampler.max_shard_bytes)
+    realized: dict[str, Counter] = {}
+    for s in cfg.sources:
+        keep = it["outcome"][s.name]["keep"]
+        rows = rows_by_source[s.name] if keep is None else rows_by_source[s.name][:keep]
+        c: Counter = Counter()
+        for row in rows:
+            assert row is not None
+            c["docs"] += 1
+            c["tokens"] += row["n_tokens"]
+            c["chars"] += row["n_chars"]
+            c[f"epoch_{copy_epoch(row['id'])}"] += 1
+            writer.append(row)
+        if keep is not None and keep < len(rows_by_source[s.name]):
+            c["dropped_by_shrink"] = len(rows_by_source[s.name]) - keep
+        writer.flush()
+        realized[s.name] = c
+    return writer, writer.close(), realized
+
+
+def _write_store(tmp: Path, cfg: MixSamplerConfig, it: dict[str, Any]) -> None:
+    """The signal store, re-decided under the new chains (a top fraction keeps its stored pilot threshold)."""
+    import pyarrow.parquet as pq
+
+    tables, plans, meta = it["tables"], it["plans"], it["meta"]
+    (tmp / STORE_DIR).mkdir()
+    chains = {}
+    for s in cfg.sources:
+        pq.write_table(_restore_table(tables[s.name], plans[s.name]), str(tmp / STORE_DIR / f"{s.name}.parquet"),
+                       compression="zstd")
+        stored = meta["chains"][s.name]
+        chains[s.name] = [{**s.filters[j], **({"pilot_threshold": stored[st.stored]["pilot_threshold"]}
+                                               if "pilot_threshold" in stored[st.stored] else {})}
+                          for j, st in enumerate(plans[s.name])]
+    write_json_atomic(tmp / STORE_DIR / META, {**meta, "chains": chains,
+                                               "weights": {s.name: s.weight for s in cfg.sources}})
+
+
+def _stage_run(cfg: MixSamplerConfig) -> StageRun:
+    """Stage 1's contract with the inputs a real run of this config would record (sources, models, deletions)."""
+    from .quality_build import ensure_models
+    from .stage import deletion_input
 
     inputs = [make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers, cfg.sampler.max_chars).input_ref()
               for s in cfg.sources]
@@ -208,39 +245,31 @@ def apply_prediction(cfg: MixSamplerConfig, pred: dict[str, Any], overrides: lis
     deletions = deletion_input(cfg)
     if deletions is not None:
         inputs.append(deletions)
-    stage = StageRun(SPEC.name, SPEC.artifact, cfg.run.run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
+    return StageRun(SPEC.name, SPEC.artifact, cfg.run.run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
+
+
+def apply_prediction(cfg: MixSamplerConfig, pred: dict[str, Any], overrides: list[str],
+                     drop_filter: list[str]) -> Any:
+    """Write the predicted artifact under the stage contract; returns its manifest."""
+    from .stage import _resolved_chain
+
+    it = pred["_internal"]
+    old_art = cfg.run.run_dir / SPEC.artifact
+    old_man = it["manifest"]
+    # the new config's own chains must be the predicted ones (a --drop-filter is not a config: refuse it here)
+    if drop_filter:
+        raise ConfigError("whatif --apply: --drop-filter is a prediction only; to apply it, remove the filter from "
+                          "the config (or --set sources.NAME.filters=[...]) so the new artifact's config says so")
+    sources = {s.name: s for s in cfg.sources}
+    same_shape = {n: len(it["plans"][n]) == len(it["meta"]["chains"][n]) for n in sources}
+    old = _old_rows(old_art, {n for n, ok in same_shape.items() if ok})
+    rows_by_source, rebuilt_by_source = _picked_rows(cfg, it, old, same_shape)
+    dup = _unique_ids(it["order"], rows_by_source)
+    stage = _stage_run(cfg)
 
     def build(tmp: Path) -> Any:
-        writer = DatasetWriter(tmp, DOC_FEATURES, cfg.sampler.max_shard_bytes)
-        realized: dict[str, Counter] = {}
-        for s in cfg.sources:
-            keep = it["outcome"][s.name]["keep"]
-            rows = rows_by_source[s.name] if keep is None else rows_by_source[s.name][:keep]
-            c: Counter = Counter()
-            for row in rows:
-                assert row is not None
-                c["docs"] += 1
-                c["tokens"] += row["n_tokens"]
-                c["chars"] += row["n_chars"]
-                c[f"epoch_{copy_epoch(row['id'])}"] += 1
-                writer.append(row)
-            if keep is not None and keep < len(rows_by_source[s.name]):
-                c["dropped_by_shrink"] = len(rows_by_source[s.name]) - keep
-            writer.flush()
-            realized[s.name] = c
-        shards = writer.close()
-        # the store, re-decided under the new chains
-        (tmp / STORE_DIR).mkdir()
-        chains = {}
-        for s in cfg.sources:
-            pq.write_table(_restore_table(tables[s.name], plans[s.name]), str(tmp / STORE_DIR / f"{s.name}.parquet"),
-                           compression="zstd")
-            stored = meta["chains"][s.name]
-            chains[s.name] = [{**s.filters[j], **({"pilot_threshold": stored[st.stored]["pilot_threshold"]}
-                                                   if "pilot_threshold" in stored[st.stored] else {})}
-                              for j, st in enumerate(plans[s.name])]
-        write_json_atomic(tmp / STORE_DIR / META, {**meta, "chains": chains,
-                                                   "weights": {s.name: s.weight for s in cfg.sources}})
+        writer, shards, realized = _write_rows(tmp, cfg, it, rows_by_source)
+        _write_store(tmp, cfg, it)
         rejects = {n: Counter(c) for n, c in (old_man.get("counters", {}).get("rejects") or {}).items()}
         mix = build_source_mix(cfg, it["takers"], it["outcome"], realized, {n: rejects.get(n, Counter()) for n in sources})
         mix["ingestion"] = json.loads((old_art / "source_mix.json").read_text(encoding="utf-8")).get("ingestion", {})
