@@ -34,10 +34,11 @@ RANK = int(os.environ.get("RANK", 0))
 
 def _run(args: argparse.Namespace) -> None:
     # imported here, not at the top: --help must not pay for torch (seconds)
+    from minideepseek.invocation import Invocation
     from minideepseek.train.stage import ARTIFACT, run_smoke_train
 
     plan, cfg = stage_plan(args, "smoke_train", quiet=RANK != 0)
-    man = run_smoke_train(cfg, plan.upstream_hashes("smoke_train"), args.config, force=args.force)
+    man = run_smoke_train(cfg, plan.upstream_hashes("smoke_train"), Invocation.from_args(args), force=args.force)
     args.outcome, args.fail_on_criteria = man, cfg.train.fail_on_criteria
     if RANK != 0:
         return

@@ -77,10 +77,11 @@ def stage_script(name: str, doc: str | None) -> tuple[Any, Any]:
     def run(args: argparse.Namespace) -> None:
         # imported here, not at the top: --help must not pay for datasets/torch/tokenizers
         from . import pipeline
+        from .invocation import Invocation
 
         spec = pipeline.stage(name)
         cfg, man = run_stage(args, name, lambda cfg, up, ex: pipeline.entry(spec)(
-            cfg, up, args.config, force=args.force, executor=ex, restart=args.restart))
+            cfg, up, Invocation.from_args(args), force=args.force, executor=ex, restart=args.restart))
         print(pipeline.summary_line(spec)(cfg, man))
         gate = pipeline.strict_gate(spec)
         why = gate(cfg, man) if gate is not None else None
@@ -159,16 +160,14 @@ def run_cli(fn, args: argparse.Namespace, validate: bool = True) -> int:  # type
     """Run a stage, turning config/input errors into one clear line and exit code 2, and an unwritable
     or full output location into one line naming the path (exit 1).
 
-    Before anything runs, every stage section of the config file is validated (``validate``), and the
-    command line is remembered so hints repeat it (``invocation``)."""
-    from . import invocation, runlock
+    Before anything runs, every stage section of the config file is validated (``validate``). ``fn`` passes
+    the command line on (``Invocation.from_args``) so hints repeat it."""
+    from . import runlock
 
-    invocation.remember(args)
     locks = runlock.held_now()
     try:
         return _run_cli(fn, args, validate)
     finally:
-        invocation.forget()  # a library call after this one (tests, notebooks) must not inherit the command
         runlock.release_keys(runlock.held_now() - locks)  # the run locks this command took
 
 
@@ -196,11 +195,11 @@ def _run_cli(fn, args: argparse.Namespace, validate: bool) -> int:  # type: igno
     except KeyboardInterrupt:
         # one line, not a traceback: the stage committed nothing (no manifest), its finished units stay in its
         # temp dir and the same command resumes from them; run_pipeline.sh prints its own resume line
-        from .invocation import current, stage_command
+        from .invocation import Invocation, stage_command
 
         if not os.environ.get("MINIDEEPSEEK_PIPELINE"):  # under run_pipeline.sh, its own line says it
-            inv = current()
-            again = stage_command(f"{inv_script(args)}", inv) if inv and inv_script(args) else "the same command"
+            script = inv_script(args)
+            again = stage_command(script, Invocation.from_args(args)) if script else "the same command"
             print(f"\ninterrupted: nothing was committed for this stage; rerun `{again}` to resume it from its "
                   "finished units (add --restart to start it over; finished stages are kept and skipped)",
                   file=sys.stderr)

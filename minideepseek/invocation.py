@@ -1,7 +1,7 @@
-"""The user's own command line, remembered once per process, so every hint the pipeline prints
-(resume after a failure, rebuild a stale or corrupt upstream) repeats the same ``--config``, every
-``--set`` and ``--executor`` the user gave: a hint that drops ``--set run.name=x`` would send the user
-to another run."""
+"""The user's own command line (an :class:`Invocation`, built from the script's arguments and passed down),
+so every hint the pipeline prints (resume after a failure, rebuild a stale or corrupt upstream) repeats
+the same ``--config``, every ``--set`` and ``--executor`` the user gave: a hint that drops
+``--set run.name=x`` would send the user to another run."""
 
 from __future__ import annotations
 
@@ -31,32 +31,27 @@ def _cpu_stages() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Invocation:
+    """A command as the user typed it: passed from the script's parsed arguments down to every place that
+    prints a hint or re-derives a config hash from it (no process-global command line)."""
+
     config: str
     overrides: tuple[str, ...] = ()
     executor: str = "local"
     ray_address: str | None = None
 
-
-_CURRENT: Invocation | None = None
-
-
-def remember(args: Any) -> Invocation:
-    """Record the parsed arguments of this process's script (called by ``cli.run_cli``)."""
-    global _CURRENT
-    _CURRENT = Invocation(config=str(getattr(args, "config", "") or ""),
-                          overrides=tuple(getattr(args, "overrides", None) or ()),
-                          executor=getattr(args, "executor", None) or "local",
-                          ray_address=getattr(args, "ray_address", None))
-    return _CURRENT
+    @classmethod
+    def from_args(cls, args: Any) -> Invocation:
+        return cls(config=str(getattr(args, "config", "") or ""),
+                   overrides=tuple(getattr(args, "overrides", None) or ()),
+                   executor=getattr(args, "executor", None) or "local",
+                   ray_address=getattr(args, "ray_address", None))
 
 
-def current() -> Invocation | None:
-    return _CURRENT
+Command = Invocation | str  # a library call may pass just the config path (no --set, local executor)
 
 
-def forget() -> None:
-    global _CURRENT
-    _CURRENT = None
+def as_invocation(command: Command) -> Invocation:
+    return command if isinstance(command, Invocation) else Invocation(config=str(command or "CONFIG"))
 
 
 def _common(inv: Invocation, stage: str) -> list[str]:
@@ -70,20 +65,20 @@ def _common(inv: Invocation, stage: str) -> list[str]:
     return out
 
 
-def stage_command(script: str, inv: Invocation | None = None) -> str:
-    """``.venv/bin/python <script> --config C --set k=v ... [--executor ray]`` for the remembered invocation
+def stage_command(script: str, command: Command = "CONFIG") -> str:
+    """``.venv/bin/python <script> --config C --set k=v ... [--executor ray]`` for the user's command
     (the checkout's venv interpreter when it exists: a pasted bare ``python`` lacks the packages)."""
-    inv = inv or _CURRENT or Invocation(config="CONFIG")
+    inv = as_invocation(command)
     stage = script.removesuffix(".py")
     return shlex.join([venv_python(), script, *_common(inv, stage)])
 
 
-def pipeline_command(stage: str, inv: Invocation | None = None) -> str:
-    inv = inv or _CURRENT or Invocation(config="CONFIG")
+def pipeline_command(stage: str, command: Command = "CONFIG") -> str:
+    inv = as_invocation(command)
     return shlex.join(["bash", "run_pipeline.sh", *_common(inv, stage), "--from", stage])
 
 
-def rerun_hint(script: str, config_path: str = "CONFIG") -> str:
+def rerun_hint(script: str, command: Command = "CONFIG") -> str:
     """The command that (re)builds ``script``'s artifact, as the user would type it."""
-    inv = _CURRENT or Invocation(config=config_path)
+    inv = as_invocation(command)
     return f"`{stage_command(script, inv)}` (or `{pipeline_command(script.removesuffix('.py'), inv)}`)"

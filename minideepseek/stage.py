@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -47,6 +47,9 @@ from .fsio import write_json_atomic
 from .provenance import git_commit, package_versions, peak_rss_mb
 from .units import UNITS_DIR, Units, count_units, recorded_key, resume_key
 
+if TYPE_CHECKING:
+    from .invocation import Command
+
 log = logging.getLogger(__name__)
 
 # the names other modules import from here (the artifact model is re-exported for them: a stage talks to
@@ -57,18 +60,18 @@ __all__ = ["MANIFEST", "ArtifactEdit", "CorruptArtifactError", "InputRef", "Mani
 
 
 def require_upstream(run_dir: Path, artifact: str, producer: str, expected_config_hash: str | None = None,
-                     config_path: str = "CONFIG", verify: str | None = None,
+                     command: Command = "CONFIG", verify: str | None = None,
                      chain: dict[str, str] | None = None) -> dict[str, Any]:
     """Return an upstream artifact's manifest after checking it can be used, or raise StaleInputError
     naming the command to run: it exists, its own upstreams did not move on, it was built from the
     config the user's command now gives (``expected_config_hash``; ``chain`` maps further upstream
     artifacts to the config hash they must have, e.g. ``mixed_raw`` for the tokenizer), and every data
     file matches its manifest checksum (``verify``). Hints repeat the user's own command line
-    (``invocation.rerun_hint``)."""
+    (``command``: the script's parsed command line, or a config path for a library call)."""
     from .invocation import rerun_hint
 
     adir = run_dir / artifact
-    hint = rerun_hint(producer, config_path)
+    hint = rerun_hint(producer, command)
     man = read_manifest(adir)
     if man is None:
         raise StaleInputError(f"upstream artifact {adir} is missing or incomplete (no {MANIFEST}); run {hint} first")
@@ -80,7 +83,7 @@ def require_upstream(run_dir: Path, artifact: str, producer: str, expected_confi
         raise StaleInputError(
             f"upstream artifact {adir} was built from a different config than your command now gives; rerun {hint}")
     if chain is None:
-        chain = _chain_from_invocation()
+        chain = _chain_for(command)
     for dep_name in _upstream_closure(run_dir, man):
         want = chain.get(dep_name)
         dep = read_manifest(run_dir / dep_name)
@@ -89,22 +92,22 @@ def require_upstream(run_dir: Path, artifact: str, producer: str, expected_confi
             raise StaleInputError(
                 f"upstream artifact {adir} was built on {run_dir / dep_name}, which comes from a different "
                 f"{producer_of} config than your command now gives; rebuild from there: "
-                f"{rerun_hint(producer_of + '.py', config_path)}")
-    verify_artifact(adir, man, verify or _verify_mode(), rebuild=hint)
+                f"{rerun_hint(producer_of + '.py', command)}")
+    verify_artifact(adir, man, verify or _verify_mode(command), rebuild=hint)
     return man
 
 
-def verify_before_use(run_dir: Path, artifacts: tuple[str, ...] | list[str], config_path: str = "CONFIG",
+def verify_before_use(run_dir: Path, artifacts: tuple[str, ...] | list[str], command: Command = "CONFIG",
                       required: tuple[str, ...] = ()) -> dict[str, Manifest]:
     """Manifests of the run's ``artifacts`` that exist, each checked file by file against its manifest
-    (``run.verify`` of the current command, sha256 by default) before a client (withdrawal, export,
+    (``run.verify`` of ``command``, sha256 by default) before a client (withdrawal, export,
     dashboard) reads it. A damaged artifact raises CorruptArtifactError: one line naming the artifact,
     the file and the command that rebuilds it. ``required`` ones that are missing raise StaleInputError."""
     from . import pipeline
     from .invocation import rerun_hint
 
     out: dict[str, Manifest] = {}
-    mode = _verify_mode()
+    mode = _verify_mode(command)
     for name in artifacts:
         adir = Path(run_dir) / name
         man = read_manifest(adir)
@@ -112,9 +115,9 @@ def verify_before_use(run_dir: Path, artifacts: tuple[str, ...] | list[str], con
         if man is None:
             if name in required:
                 raise StaleInputError(f"{adir} is missing or incomplete (no {MANIFEST}); run "
-                                      f"{rerun_hint(producer, config_path)} first")
+                                      f"{rerun_hint(producer, command)} first")
             continue
-        verify_artifact(adir, man, mode, rebuild=rerun_hint(producer, config_path))
+        verify_artifact(adir, man, mode, rebuild=rerun_hint(producer, command))
         out[name] = man
     return out
 
@@ -122,13 +125,13 @@ def verify_before_use(run_dir: Path, artifacts: tuple[str, ...] | list[str], con
 _CHAIN_CACHE: dict[tuple, dict[str, str]] = {}
 
 
-def _chain_from_invocation() -> dict[str, str]:
-    """Config hash per artifact under the user's current command (empty when no command is known,
-    e.g. a library call): lets a stage refuse an upstream whose own upstream came from another config."""
-    from .invocation import current
+def _chain_for(command: Command) -> dict[str, str]:
+    """Config hash per artifact under the user's command (empty when its config cannot be read, e.g. a
+    library call's placeholder): lets a stage refuse an upstream whose own upstream came from another config."""
+    from .invocation import as_invocation
 
-    inv = current()
-    if inv is None or not inv.config:
+    inv = as_invocation(command)
+    if not inv.config or not Path(inv.config).is_file():
         return {}
     cfg_path = Path(inv.config).resolve()
     try:  # keyed by content: tests (and notebooks) reuse one file name in many directories
@@ -145,12 +148,12 @@ def _chain_from_invocation() -> dict[str, str]:
     return _CHAIN_CACHE[key]
 
 
-def _verify_mode() -> str:
-    """``run.verify`` of the user's current command (sha256 when unknown)."""
-    from .invocation import current
+def _verify_mode(command: Command) -> str:
+    """``run.verify`` of the user's command (sha256 when its config cannot be read)."""
+    from .invocation import as_invocation
 
-    inv = current()
-    if inv is None or not inv.config:
+    inv = as_invocation(command)
+    if not inv.config or not Path(inv.config).is_file():
         return "sha256"
     from .config import build
     from .runconfig import RunConfig, load_tree

@@ -18,7 +18,6 @@ import cross_source_dedup
 import mix_sampler
 import pack_shuffle
 import train_tokenizer
-from minideepseek import invocation
 from minideepseek.fsio import sha256_file
 from tests.chain import build_chain
 
@@ -37,7 +36,6 @@ def run(chain, tmp_path, monkeypatch) -> Path:
     shutil.copytree(chain, dst)
     monkeypatch.chdir(dst)
     yield dst
-    invocation.forget()
 
 
 def _flip(path: Path, at: int) -> None:

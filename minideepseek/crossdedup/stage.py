@@ -32,6 +32,7 @@ from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns, shard_pat
 from ..config import ConfigError
 from ..executor import LocalExecutor
 from ..fsio import write_json_atomic, write_text_atomic
+from ..invocation import Command
 from ..mapped import take_texts
 from ..pipeline import producer
 from ..profile import profile_dataset, profile_markdown
@@ -70,10 +71,10 @@ DECONTAM_DOCS = 1024  # documents per decontamination unit (~0.5 s on the demo)
 RAY_WORK = ".near-work"  # the Ray engine's block files (in tmp; kept across a kill: its units name them)
 
 
-def run_dedup(cfg: DedupStageConfig, upstream: dict[str, str], config_path: str, force: bool = False,
+def run_dedup(cfg: DedupStageConfig, upstream: dict[str, str], command: Command, force: bool = False,
               executor: Any = None, restart: bool = False) -> Manifest:
     run_dir = cfg.run.run_dir
-    up = require_upstream(run_dir, UPSTREAM, producer(UPSTREAM).script, upstream[UPSTREAM], config_path)
+    up = require_upstream(run_dir, UPSTREAM, producer(UPSTREAM).script, upstream[UPSTREAM], command)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
     return stage.execute(lambda tmp: _build(cfg, up, run_dir / UPSTREAM, tmp, stage, executor), cfg.run.report_dir,

@@ -23,6 +23,7 @@ from .. import pipeline
 from ..arrow_io import shard_paths
 from ..fastbpe import encoder_summary, use_encoder
 from ..fsio import write_json_atomic, write_text_atomic
+from ..invocation import Command
 from ..mapped import MappedArrow
 from ..pipeline import MIXED_DEDUP, TOKENIZER, producer
 from ..provenance import peak_rss_mb
@@ -45,12 +46,12 @@ DOCS = MIXED_DEDUP
 SCHEMA_VERSION = 1
 
 
-def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], config_path: str,
+def run_pack(cfg: PackStageConfig, upstream_hashes: dict[str, str], command: Command,
              force: bool = False, executor: Any = None, restart: bool = False) -> Manifest:
     """Run stage 4 under the contract (skip when up to date, refuse stale upstreams)."""
     run_dir = cfg.run.run_dir
-    docs = require_upstream(run_dir, DOCS, producer(DOCS).script, upstream_hashes[DOCS], config_path)
-    tok = require_upstream(run_dir, TOKENIZER, producer(TOKENIZER).script, upstream_hashes[TOKENIZER], config_path)
+    docs = require_upstream(run_dir, DOCS, producer(DOCS).script, upstream_hashes[DOCS], command)
+    tok = require_upstream(run_dir, TOKENIZER, producer(TOKENIZER).script, upstream_hashes[TOKENIZER], command)
     inputs = [InputRef(name=DOCS, path=str(run_dir / DOCS), fingerprint=docs["fingerprint"]),
               InputRef(name=TOKENIZER, path=str(run_dir / TOKENIZER), fingerprint=tok["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)

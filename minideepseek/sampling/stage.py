@@ -33,6 +33,7 @@ from ..arrow_io import DatasetWriter, iter_dataset_rows
 from ..config import ConfigError
 from ..executor import LocalExecutor
 from ..fsio import write_json_atomic, write_text_atomic
+from ..invocation import Command
 from ..mdsafe import redact
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject, copy_epoch
 from ..sources import make_source
@@ -213,9 +214,9 @@ def _check_empty_after_sampling(cfg: MixSamplerConfig, takers: dict[str, Taker],
             _empty_source(cfg, name, f"{t.stats.seen:,} records seen, none kept ({top or 'no records'})", ingestion)
 
 
-def run_mix_sampler(cfg: MixSamplerConfig, upstream: dict[str, str] | None = None, config_path: str = "",
+def run_mix_sampler(cfg: MixSamplerConfig, upstream: dict[str, str] | None = None, command: Command = "",
                     force: bool = False, executor: Any = None, restart: bool = False) -> Manifest:
-    """Run stage 1 under the contract. It reads no upstream artifact (``upstream``, ``config_path``:
+    """Run stage 1 under the contract. It reads no upstream artifact (``upstream``, ``command``:
     the registry's uniform signature, unused)."""
     run_dir = cfg.run.run_dir
     sources = {s.name: make_source(s, cfg.run.seed, cfg.run.cache_path, cfg.sampler.demo_tiers, cfg.sampler.max_chars)

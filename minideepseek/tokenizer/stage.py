@@ -20,6 +20,7 @@ from .. import pipeline
 from ..arrow_io import iter_dataset_rows, read_columns, shard_paths
 from ..config import ConfigError
 from ..fsio import write_json_atomic, write_text_atomic
+from ..invocation import Command
 from ..mapped import take_texts
 from ..pipeline import producer
 from ..progress import Heartbeat
@@ -82,10 +83,10 @@ def hf_config_files(out: Path, model_max_length: int = 4096) -> None:
     write_json_atomic(out / "special_tokens_map.json", special)
 
 
-def run_tokenizer(cfg: TokenizerStageConfig, upstream: dict[str, str], config_path: str,
+def run_tokenizer(cfg: TokenizerStageConfig, upstream: dict[str, str], command: Command,
                   force: bool = False, executor: Any = None, restart: bool = False) -> Manifest:
     run_dir = cfg.run.run_dir
-    up = require_upstream(run_dir, UPSTREAM, producer(UPSTREAM).script, upstream[UPSTREAM], config_path)
+    up = require_upstream(run_dir, UPSTREAM, producer(UPSTREAM).script, upstream[UPSTREAM], command)
     inputs = [InputRef(name=UPSTREAM, path=str(run_dir / UPSTREAM), fingerprint=up["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)
     return stage.execute(lambda tmp: _build(cfg, run_dir / UPSTREAM, tmp, stage, executor), cfg.run.report_dir,

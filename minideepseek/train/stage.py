@@ -28,7 +28,7 @@ from .. import pipeline
 from ..artifact import InputRef, Manifest, StaleInputError, publish_reports
 from ..config import to_plain
 from ..fsio import write_json_atomic, write_text_atomic
-from ..invocation import venv_python
+from ..invocation import Command, rerun_hint
 from ..pipeline import PACKED, TOKENIZER, producer
 from ..progress import Laps
 from ..provenance import peak_rss_mb
@@ -74,17 +74,17 @@ MEMORY_COUNTS = ("the largest resident set of rank 0's process (ru_maxrss, or of
 VOLATILE = ("metrics.jsonl", "checkpoint.pt", *REPORT_FILES, *MIXTURE_FILES)
 
 
-def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], config_path: str,
+def run_smoke_train(cfg: TrainStageConfig, upstream_hashes: dict[str, str], command: Command,
                     force: bool = False) -> Manifest:
     """Run stage 5 under the contract; returns the manifest (rank 0), or {"status": "stopped"}."""
     env = DistEnv.from_environ()
     run_dir = cfg.run.run_dir
-    packed = require_upstream(run_dir, PACKED, producer(PACKED).script, upstream_hashes[PACKED], config_path)
-    tok_man = require_upstream(run_dir, TOKENIZER, producer(TOKENIZER).script, upstream_hashes[TOKENIZER], config_path)
+    packed = require_upstream(run_dir, PACKED, producer(PACKED).script, upstream_hashes[PACKED], command)
+    tok_man = require_upstream(run_dir, TOKENIZER, producer(TOKENIZER).script, upstream_hashes[TOKENIZER], command)
     packed_tok = {i["name"]: i["fingerprint"] for i in packed.get("inputs", [])}.get(TOKENIZER)
     if packed_tok != tok_man["fingerprint"]:
         raise StaleInputError(f"{run_dir / PACKED} was packed with a different tokenizer than {run_dir / TOKENIZER}; "
-                              f"rerun `{venv_python()} pack_shuffle.py --config {config_path}`")
+                              f"rerun {rerun_hint('pack_shuffle.py', command)}")
     inputs = [InputRef(name=PACKED, path=str(run_dir / PACKED), fingerprint=packed["fingerprint"]),
               InputRef(name=TOKENIZER, path=str(run_dir / TOKENIZER), fingerprint=tok_man["fingerprint"])]
     stage = StageRun(STAGE, ARTIFACT, run_dir, cfg, inputs, SCHEMA_VERSION, cfg.run.seed)

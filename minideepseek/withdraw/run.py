@@ -32,7 +32,7 @@ from ..artifact import live_suffix, publish_reports, read_manifest, restore_inte
 from ..config import ConfigError
 from ..edits import EditContext, bases_of, copy_artifact
 from ..fsio import atomic_writer, write_json_atomic, write_text_atomic
-from ..invocation import venv_python
+from ..invocation import Invocation, venv_python
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER, Plan
 from ..stage import ArtifactEdit, verify_before_use
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
@@ -62,6 +62,7 @@ class Withdrawal:
         self.config_path = config_path
         self.overrides = overrides
         self.plan = Plan(config_path, overrides)
+        self.command = Invocation(config=config_path, overrides=tuple(overrides))  # for hints and upstream checks
         self.log = TicketLog(cfg.run.deletion_log_path)
         self.records = self.run_dir / "withdrawals"
 
@@ -79,7 +80,7 @@ class Withdrawal:
         if not dry_run:  # a dry run writes nothing: not even the recovery of an interrupted swap
             for art in pipeline.artifacts():
                 restore_interrupted_swap(self.run_dir / art)
-        verify_before_use(self.run_dir, pipeline.artifacts(), self.config_path)
+        verify_before_use(self.run_dir, pipeline.artifacts(), self.command)
 
     def _request(self, selectors: list[Selector], who: str, why: str, retrain_tokenizer: bool,
                  dry_run: bool) -> int:
@@ -305,8 +306,8 @@ class Withdrawal:
         log.warning("withdraw %s: retraining the tokenizer and re-packing every shard (--retrain-tokenizer)", t)
         plan = self.plan
         run_tokenizer(plan.config(TOKENIZER, quiet=False), plan.upstream_hashes(TOKENIZER),
-                      self.config_path, force=True)
-        run_pack(plan.config(PACKED, quiet=False), plan.upstream_hashes(PACKED), self.config_path, force=True)
+                      self.command, force=True)
+        run_pack(plan.config(PACKED, quiet=False), plan.upstream_hashes(PACKED), self.command, force=True)
         return TOKENIZER, PACKED
 
     def _smoke_train(self, t: str, entry: dict[str, Any], blocks_changed: bool) -> str:
