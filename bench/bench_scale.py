@@ -134,7 +134,7 @@ def fixed_quality_models(config: str) -> list[str]:
 
     cfg = load_stage_config(MixSamplerConfig, ROOT / config, quiet=True)
     ensure_models(cfg)
-    return [f"sources.{s.name}.filters.{i}.train=null" for s in cfg.sources for i, f in enumerate(s.filters)
+    return [f"sources.{s.name}.filters.{i}.train=''" for s in cfg.sources for i, f in enumerate(s.filters)
             if f.get("type") == "quality" and f.get("train")]
 
 
