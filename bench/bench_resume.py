@@ -100,8 +100,15 @@ def main(argv: list[str] | None = None) -> int:
               f"identical: {row['identical']}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    from minideepseek.demo_corpus.build import DERIVED_ENV
+    from minideepseek.provenance import git_commit
+
     out.write_text(json.dumps({"config": args.config, "overrides": args.overrides, "at": args.at,
-                               "cpu_count": os.cpu_count(), "stages": rows}, indent=2) + "\n", encoding="utf-8")
+                               "cpu_count": os.cpu_count(), "git_commit": git_commit(),
+                               # the corpus the stages read (the scale bench's derived one, when set)
+                               "cache": os.environ.get("MINIDEEPSEEK_CACHE"),
+                               "derived_corpus": os.environ.get(DERIVED_ENV) == "1",
+                               "stages": rows}, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")
     return 0 if all(r.get("identical", True) for r in rows) else 1
 

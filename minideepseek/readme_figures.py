@@ -28,6 +28,7 @@ import argparse
 import difflib
 import json
 import re
+import shlex
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -410,6 +411,40 @@ def warc_bench(r: Reports) -> str:
     return "\n".join(lines) + "\n"
 
 
+RESUME_RUNS = (("resume_bench", "the demo (`configs/demo.yaml`)"),
+               ("scale/resume_100m", "the scale corpus at 100M DeepSeek tokens"))
+
+
+def resume_bench(r: Reports) -> str:
+    """``bench/bench_resume.py``'s runs (``reports/examples/resume_bench.json``, the demo, and
+    ``reports/examples/scale/resume_100m.json``, the scale corpus): per stage an uninterrupted build, one
+    SIGKILLed after the unit at 60% of its units, the resume; the redone seconds and the fingerprint check."""
+    d = Reports(r.dir.parent)
+    lines = ["| corpus | stage | units | killed after unit | uninterrupted s | killed at s | resume s | redone s "
+             "| without resume s | same fingerprint |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    notes = []
+    for name, label in RESUME_RUNS:
+        b = d.doc(name)
+        for row in d.get(name, "stages"):
+            if "skipped" in row:
+                continue
+            lines.append(f"| {label} | {row['stage']} | {row['units']:,} | {row['killed_after_unit']:,} "
+                         f"| {row['uninterrupted_s']:,.1f} | {row['killed_s']:,.1f} | {row['resumed_s']:,.1f} "
+                         f"| **{row['redone_s']:,.1f}** | {row['redone_without_resume_s']:,.1f} "
+                         f"| {'yes' if row['identical'] else '**no**'} |")
+        sets = " ".join(f"--set {shlex.quote(o)}" for o in b["overrides"])
+        env = ("MINIDEEPSEEK_CACHE=<bench/out/scale/N/cache> MINIDEEPSEEK_ALLOW_DERIVED_CORPUS=1 "
+               if "scale" in name else "")
+        notes.append(f"{label}: `{env}.venv/bin/python bench/bench_resume.py --config {b['config']} "
+                     f"--stages {' '.join(x['stage'] for x in b['stages'])} --at {b['at']:g} {sets}`"
+                     f" ({b['cpu_count']} CPUs, commit {(b.get('git_commit') or '?')[:7]})")
+    lines += ["", "Redone = killed + resume - uninterrupted: what the kill cost beyond one uninterrupted run "
+              "(start-up, reading the sources or the upstream again, the unfinished unit); without resume a "
+              "kill would cost the killed run's whole wall. Walls on a shared 2-core machine vary by ±30%.", ""]
+    lines += [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
 FULL_SAMPLE = 0.98  # a size "sampled its target" when stage 1 reached this share of it
 
 
@@ -434,7 +469,7 @@ BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times":
                                                "headline": headline,
                                                "dashboard": dashboard, "scale": scale, "blame": blame,
                                                "certificate": certificate,
-                                               "warc_bench": warc_bench,
+                                               "warc_bench": warc_bench, "resume_bench": resume_bench,
                                                # the stage table comes from the registry, not from a run
                                                "stages": lambda r: pipeline.layout_table()}
 
