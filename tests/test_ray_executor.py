@@ -17,9 +17,9 @@ import cross_source_dedup
 import mix_sampler
 import pack_shuffle
 import train_tokenizer
-from minideepseek.arrow_io import shard_paths
 from minideepseek.crossdedup import ray_near
 from minideepseek.crossdedup.config import DedupConfig
+from minideepseek.crossdedup.docs import Texts
 from minideepseek.crossdedup.near import NearDedup
 from minideepseek.crossdedup.resume import Memo
 from minideepseek.executor import ExecutorSpec, RayExecutor, ray_init, ray_shutdown
@@ -125,20 +125,19 @@ def test_four_phase_engine_matches_local(tmp_path, ray_instance, monkeypatch):
     cfg = DedupConfig(threshold=0.5, num_proc=1, scurve_docs=10)
     todo = list(range(80))
     local = NearDedup(cfg, None)
-    local.signatures(src, todo)
-    lc, li = local.clusters(src)
+    local.signatures(Texts(src), todo)
+    lc, li = local.clusters()
     monkeypatch.setattr(ray_near, "BLOCK_DOCS", 7)
     monkeypatch.setattr(ray_near, "VERIFY_PAIRS", 3)
-    rn = ray_near.RayNearDedup(cfg, RayExecutor(ExecutorSpec("ray")), tmp_path / "work",
-                               [p.resolve() for p in shard_paths(src)])
-    rn.signatures(src, todo)
-    rc, ri = rn.clusters(src)
+    rn = ray_near.RayNearDedup(cfg, RayExecutor(ExecutorSpec("ray")), tmp_path / "work")
+    rn.signatures(Texts(src), todo)
+    rc, ri = rn.clusters()
     assert rn.stats["signature_tasks"] == 12 and len(rn.stats["bytes_shuffled_per_band"]) == rn.b
     assert np.array_equal(rn.sigs[0:80], local.sigs)
     assert rc == lc and ri["verified_edges"] == li["verified_edges"] and len(lc) >= 1
     assert rn.pair_jaccard(lc[0][0], lc[0][1]) == local.pair_jaccard(lc[0][0], lc[0][1])
     some = [(int(a), int(b)) for a, b, _, _ in li["verified_edges"][:5]] + [(0, 1), (2, 79)]
-    assert local.pair_jaccards(src, some, chunk=3) == [local.pair_jaccard(a, b) for a, b in some]
+    assert local.pair_jaccards(some, chunk=3) == [local.pair_jaccard(a, b) for a, b in some]
     assert rn.prefiltered == local.prefiltered and ri["rejected_by_estimate"] == li["rejected_by_estimate"]
     # the keep policy and the residual check see the same edges and signatures: same answers
     from minideepseek.crossdedup.keep import greedy_keep
@@ -162,15 +161,15 @@ def test_four_phase_engine_matches_local(tmp_path, ray_instance, monkeypatch):
                 raise Stop
             return super().save(name, result, state)
 
-    art, shards = tmp_path / "art.tmp-1", [p.resolve() for p in shard_paths(src)]
-    r1 = ray_near.RayNearDedup(cfg, RayExecutor(ExecutorSpec("ray")), art / ".near-work", shards,
+    art = tmp_path / "art.tmp-1"
+    r1 = ray_near.RayNearDedup(cfg, RayExecutor(ExecutorSpec("ray")), art / ".near-work",
                                Interrupted(Units(art, "cross_source_dedup", "k")))
     with pytest.raises(Stop):
-        r1.signatures(src, todo)
+        r1.signatures(Texts(src), todo)
     memo = Memo(Units(art, "cross_source_dedup", "k"))
-    r2 = ray_near.RayNearDedup(cfg, RayExecutor(ExecutorSpec("ray")), art / ".near-work", shards, memo)
-    r2.signatures(src, todo)
-    rc2, ri2 = r2.clusters(src)
+    r2 = ray_near.RayNearDedup(cfg, RayExecutor(ExecutorSpec("ray")), art / ".near-work", memo)
+    r2.signatures(Texts(src), todo)
+    rc2, ri2 = r2.clusters()
     assert rc2 == lc and ri2["verified_edges"] == li["verified_edges"]
     assert np.array_equal(r2.sigs[0:80], local.sigs)
     assert len(memo.units.reused) == 5 and memo.computed == rn.memo.computed - 5

@@ -29,10 +29,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import datasets
 import numpy as np
 
-from ..arrow_io import read_columns
 from ..config import ConfigError
 from ..dedup import band_keys, estimated_jaccard, exact_jaccard, s_curve
 from ..dedup.lsh import DEFAULT_MAX_CLIQUE
@@ -51,6 +49,7 @@ from .canaries import (
     ws_case_variant,
 )
 from .decontam import iter_items, words
+from .docs import Docs, Texts
 from .granular_config import step_sources
 from .lines import LineCounter, bucket_of, counts, normalize_line
 from .spans import normalize_paragraph
@@ -84,10 +83,13 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 
 
 class Certifier:
-    def __init__(self, cfg: Any, src_dir: Path, recipe: dict[str, str]) -> None:
+    """Canaries from the stage's table ``d`` and texts ``raw`` (mixed_raw: the documents as sampled); the
+    steps after the cleaning are probed on the cleaned texts, handed to :meth:`cleaned` and :meth:`contamination`."""
+
+    def __init__(self, cfg: Any, d: Docs, raw: Texts, recipe: dict[str, str]) -> None:
         self.cfg, self.cc, self.dc = cfg, cfg.canaries, cfg.dedup
         self.recipe = recipe  # source -> domain (the steps' source selection)
-        self.ds = datasets.load_from_disk(str(src_dir))  # mixed_raw: the documents as sampled
+        self.d, self.raw = d, raw
         self.canaries: list[Canary] = []
         self.ran: dict[str, str] = {}  # step -> "" when probed, else why not
         self.detail: dict[str, Any] = {}
@@ -112,31 +114,33 @@ class Certifier:
             KEEP_TEXTS.append((self.canaries[-1].id, step, text))
 
     # ---- after near dedup: exact, url, near (whole documents, on the texts as sampled)
-    def documents(self, d: Any, nd: Any, src_dir: Path) -> None:
+    def documents(self, nd: Any) -> None:
         t0 = time.perf_counter()
+        d = self.d
         before_exact = [i for i in range(d.n) if not d.copies[i] and d.removed.get(i, {}).get("reason") != "url"]
         sized = [i for i in before_exact if 200 <= d.n_chars[i] <= 30_000]
         if self.dc.exact:
             self.ran["exact"] = ""
             groups = {d.hashes[i] for i in before_exact}  # exact dedup groups these documents by hash
             for i in self._pick(sized, self.cc.exact_docs, "exact"):
-                text = self.ds[i]["text"]
+                text = self.raw[i]
                 for kind, var in (("copy", text), ("ws_case", ws_case_variant(text, self._rng("exact", i)))):
                     self._add("exact", kind, d.ids[i], True, text_hash(var) in groups, text=var)
         else:
             self.ran["exact"] = "dedup.exact is off"
-        self._urls(d, src_dir)
+        self._urls(d)
         self._near(d, nd, sized)
         self._withdrawal(d, sized)
         self.wall += time.perf_counter() - t0
 
-    def _withdrawal(self, d: Any, sized: list[int]) -> None:
+    def _withdrawal(self, d: Docs, sized: list[int]) -> None:
         """Withdrawal probes: would a deletion request find this document? The resolver's own matcher
         (withdraw.py resolves tickets with it on mixed_raw) given the document's id, its hash recomputed
         from its text, its URL, and a 60-character fragment of it re-cased and re-spaced."""
         self.ran["withdrawal"] = ""
         for i in self._pick(sized, self.cc.withdrawal_docs, "withdrawal"):
-            row = {**self.ds[i], "id": d.ids[i]}
+            # what the matcher reads of a row; the hash is mixed_raw's (the cleaning has not replaced it yet)
+            row = {"id": d.ids[i], "source": d.srcs[i], "hash": d.hashes[i], "url": d.urls[i], "text": self.raw[i]}
             rng = self._rng("withdrawal", i)
             text = row["text"]
             a = int(rng.integers(0, max(1, len(text) - 60)))
@@ -150,21 +154,21 @@ class Certifier:
                     continue
                 self._add("withdrawal", kind, row["id"], True, m.match(row) is not None)
 
-    def _urls(self, d: Any, src_dir: Path) -> None:
+    def _urls(self, d: Docs) -> None:
         uc = self.dc.urls
         if not uc.enabled:
             self.ran["url"] = "dedup.urls is off"
             return
         self.ran["url"] = ""
         ok = step_sources(uc, self.recipe)
-        urls = read_columns(src_dir, ["url"])["url"]
+        urls = d.urls
         pool = [i for i in range(d.n) if not d.copies[i] and d.srcs[i] in ok and (urls[i] or "").startswith("http")]
         for i in self._pick(pool, self.cc.url_docs, "url"):
             own = normalize_url(urls[i], uc.drop_fragment, uc.origin_rules)
             for kind, var in url_variants(urls[i]):
                 self._add("url", kind, d.ids[i], True, normalize_url(var, uc.drop_fragment, uc.origin_rules) == own)
 
-    def _near(self, d: Any, nd: Any, sized: list[int]) -> None:
+    def _near(self, d: Docs, nd: Any, sized: list[int]) -> None:
         if nd is None:
             self.ran["near"] = "dedup.near is off"
             return
@@ -177,7 +181,7 @@ class Certifier:
         pool = [i for i in sized if i in entered and i not in d.removed]
         origins, texts, targets = [], [], []
         for i in self._pick(pool, self.cc.near_docs, "near"):
-            text = self.ds[i]["text"]
+            text = self.raw[i]
             for off in self.cc.near_bins:
                 target = min(0.995, max(0.05, t + off))
                 var, j = near_variant(text, target, nd.shingles_of_text, self._rng("near", i, off))
@@ -222,21 +226,21 @@ class Certifier:
                                "expected_recall_by_s_curve": round(float(np.mean(expected)), 4) if expected else None}
 
     # ---- after lines/paragraphs/substrings: on the cleaned survivors
-    def cleaned(self, gran: Any, removed: dict[int, Any], out_dir: Path) -> None:
+    def cleaned(self, gran: Any, texts: Texts) -> None:
+        """``texts``: as the steps left them."""
         t0 = time.perf_counter()
-        ds = datasets.load_from_disk(str(out_dir))  # the texts as the steps left them
-        live = [i for i in range(len(ds)) if not gran.is_copy[i] and i not in removed]
+        live = self.d.live()
         dc = self.dc
         if dc.paragraphs.enabled and getattr(gran, "para", None) is not None:
-            self._paragraphs(gran, ds, live)
+            self._paragraphs(gran, texts, live)
         else:
             self.ran["paragraphs"] = "dedup.paragraphs is off or selects no source"
         if dc.lines.enabled and getattr(gran, "line_buckets", 0):
-            self._lines(gran, ds, live)
+            self._lines(gran, texts, live)
         else:
             self.ran["lines"] = "dedup.lines is off or selects no source"
         if dc.substrings.enabled and step_sources(dc.substrings, self.recipe):
-            self._substrings(gran, ds, live)
+            self._substrings(gran, texts, live)
         else:
             self.ran["substrings"] = "dedup.substrings is off or selects no source"
         self.wall += time.perf_counter() - t0
@@ -245,14 +249,14 @@ class Certifier:
         """The step runs: the surviving documents of the sources it selects (its canaries' origins)."""
         self.ran[step] = ""
         ok = step_sources(step_cfg, self.recipe)
-        return [i for i in live if gran.srcs[i] in ok]
+        return [i for i in live if self.d.srcs[i] in ok]
 
-    def _paragraphs(self, gran: Any, ds: Any, live: list[int]) -> None:
+    def _paragraphs(self, gran: Any, texts: Texts, live: list[int]) -> None:
         pc = self.dc.paragraphs
         pool = self._step_pool("paragraphs", pc, gran, live)
         done = 0
         for i in self._pick(pool, SPARE * self.cc.paragraph_docs, "paragraphs"):
-            paras = [p for p in ds[i]["text"].split("\n") if len(normalize_paragraph(p)) >= pc.min_chars]
+            paras = [p for p in texts[i].split("\n") if len(normalize_paragraph(p)) >= pc.min_chars]
             if done == self.cc.paragraph_docs:
                 break
             if not paras:
@@ -261,10 +265,10 @@ class Certifier:
             rng = self._rng("paragraphs", i)
             # re-cased and re-spaced on one line (a paragraph is a line): the step's normalization folds both
             var = ws_case_variant(paras[int(rng.integers(len(paras)))], rng, newlines=False)
-            self._add("paragraphs", "repeated_paragraph", gran.ids[i], True, gran.para.was_seen(normalize_paragraph(var)),
+            self._add("paragraphs", "repeated_paragraph", self.d.ids[i], True, gran.para.was_seen(normalize_paragraph(var)),
                       text=var)
 
-    def _lines(self, gran: Any, ds: Any, live: list[int]) -> None:
+    def _lines(self, gran: Any, texts: Texts, live: list[int]) -> None:
         lc = self.dc.lines
         pool = self._step_pool("lines", lc, gran, live)
         k = lc.max_repeats
@@ -273,7 +277,7 @@ class Certifier:
             if s == self.cc.line_sets:
                 break
             rng = self._rng("lines", i)
-            norms = [(ln, normalize_line(ln)) for ln in ds[i]["text"].split("\n")]
+            norms = [(ln, normalize_line(ln)) for ln in texts[i].split("\n")]
             cands = [ln for ln, n in norms if len(n) >= max(20, lc.min_line_chars)
                      and counts(n, lc.min_line_chars, lc.code_aware)]
             if not cands:
@@ -287,16 +291,16 @@ class Certifier:
                 docs = []
                 for h in (hosts * (m // max(1, len(hosts)) + 1))[:m]:
                     cid = _in_bucket(f"canary/lines/{s}/{role}/{len(docs)}", self.cfg.run.seed, counter.n_buckets, s)
-                    docs.append((cid, insert_at_line(ds[h]["text"], line_variant(line, rng), rng)[0]))
+                    docs.append((cid, insert_at_line(texts[h], line_variant(line, rng), rng)[0]))
                 for cid, text in docs:
                     counter.add(cid, text)
                 counter.finish()
                 want = normalize_line(line)
                 for cid, text in docs:
-                    self._add("lines", role, gran.ids[i], role == "boilerplate", want in counter.strip(cid, text)[1],
+                    self._add("lines", role, self.d.ids[i], role == "boilerplate", want in counter.strip(cid, text)[1],
                               text=text)
 
-    def _substrings(self, gran: Any, ds: Any, live: list[int]) -> None:
+    def _substrings(self, gran: Any, texts: Texts, live: list[int]) -> None:
         sc = self.dc.substrings
         pool = self._step_pool("substrings", sc, gran, live)
         need = sc.min_tokens + 40
@@ -305,7 +309,7 @@ class Certifier:
         for x, y in zip(picked[0::2], picked[1::2]):
             if done == self.cc.substring_docs:
                 break
-            text = ds[x]["text"]
+            text = texts[x]
             toks = [m.span() for m in SUB_TOKEN.finditer(text)]
             if len(toks) < need:
                 continue
@@ -314,23 +318,23 @@ class Certifier:
             for role, n in (("quoted_span", sc.min_tokens + 10), ("control", max(1, sc.min_tokens - 10))):
                 a = int(rng.integers(0, len(toks) - n))
                 span = text[toks[a][0]:toks[a + n - 1][1]]
-                canary, pos = insert_at_line(ds[y]["text"], span, rng)
+                canary, pos = insert_at_line(texts[y], span, rng)
                 res = find_repeats([(0, text), (1, canary)], sc.min_tokens, sc.engine, sc.max_tokens, 0,
-                                   [gran.ids[x], "canary"], sc.cross_doc_only)
+                                   [self.d.ids[x], "canary"], sc.cross_doc_only)
                 cut = sum(max(0, min(b, pos + len(span)) - max(a_, pos)) for a_, b in res.cut.get(1, []))
-                self._add("substrings", role, gran.ids[x], role == "quoted_span", cut >= len(span) // 2, text=canary)
+                self._add("substrings", role, self.d.ids[x], role == "quoted_span", cut >= len(span) // 2, text=canary)
 
     # ---- after decontamination
-    def contamination(self, index: Any, gran: Any, removed: dict[int, Any], out_dir: Path) -> None:
+    def contamination(self, index: Any, texts: Texts) -> None:
+        """Benchmark items planted in surviving documents of ``texts`` (the cleaned ones): the run's index finds them?"""
         if index is None:
             self.ran["decontamination"] = "decontam.enabled is off"
             return
         t0 = time.perf_counter()
         self.ran["decontamination"] = ""
-        ds = datasets.load_from_disk(str(out_dir))
-        live = [i for i in range(len(ds)) if not gran.is_copy[i] and i not in removed and 200 <= gran.n_chars0[i] <= 30_000]
+        live = [i for i in self.d.live() if 200 <= self.d.n_chars0[i] <= 30_000]  # sizes as sampled
         hosts = [h for h in self._pick(live, 4 * self.cc.benchmark_items, "decontam-hosts")
-                 if not index.scan("host", "", ds[h]["text"])]  # a host must not hit anything of its own
+                 if not index.scan("host", "", texts[h])]  # a host must not hit anything of its own
         if not hosts:
             self.wall += time.perf_counter() - t0
             return
@@ -342,7 +346,7 @@ class Certifier:
                 for kind in PERTURBATIONS:
                     rng = self._rng("decontam", spec.name, iid, kind)
                     h = hosts[(q + PERTURBATIONS.index(kind)) % len(hosts)]
-                    canary = insert_at_line(ds[h]["text"], perturb_item(text, kind, rng), rng)[0]
+                    canary = insert_at_line(texts[h], perturb_item(text, kind, rng), rng)[0]
                     hit = any(x.benchmark == spec.name and x.item_id == iid for x in index.scan("canary", "", canary))
                     self._add("decontamination", kind, f"{spec.name}:{iid}", True, hit, text=canary)
         self.wall += time.perf_counter() - t0

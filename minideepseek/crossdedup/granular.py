@@ -34,16 +34,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import datasets
 import numpy as np
 import psutil
 from tqdm import tqdm
 
-from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns, shard_paths
+from ..arrow_io import DatasetWriter
 from ..dedup import signatures_for_texts
 from ..executor import LocalExecutor
-from ..records import DOC_FEATURES, base_id, text_hash
+from ..records import DOC_FEATURES, text_hash
 from ..tokencount import TokenCounter
+from .docs import Docs, Texts
 from .granular_config import step_sources
 from .granular_tasks import CHUNK_DOCS, POOL_MIN_CHARS, Chunk, clean_chunk, count_chunk, save_boiler
 from .index import INDEX_DIR, PriorIndex, against_prior, index_params, save_index
@@ -90,31 +90,28 @@ class RssPeak:
 
 
 class Granular:
-    def __init__(self, cfg: Any, up: dict[str, Any], src_dir: Path, tmp: Path, memo: Memo | None = None) -> None:
+    """The steps around exact + near on the stage's table ``d`` (removals go into ``d.removed``) and the
+    texts of ``raw`` (``mixed_raw``); after :meth:`rewrite`, ``texts`` reads the cleaned copy."""
+
+    def __init__(self, cfg: Any, up: dict[str, Any], d: Docs, raw: Texts, tmp: Path, memo: Memo | None = None) -> None:
         self.cfg, self.dc = cfg, cfg.dedup
         self.memo = memo or Memo(None)  # the stage's units (resume.py)
-        self.src_dir = src_dir
+        self.d, self.raw, self.texts = d, raw, raw
         self.work = tmp / ".granular-work"
         # a source's domain: the demo's `domain`, else its `lang` ("code" for code sources of any type)
         self.recipe = {s["name"]: s.get("domain") or s.get("lang") or "" for s in up["config"]["sources"]}
-        order = list(self.dc.source_priority) or list(self.recipe)
-        self.priority = {name: i for i, name in enumerate(order)}
-        self.removed: dict[int, dict[str, Any]] = {}
         self.rep: dict[str, Any] = {"order": list(ORDER)}
         self.perf: dict[str, dict[str, Any]] = {}
         self.rss = RssPeak()
         self.snap: dict[str, np.ndarray] = {}  # step -> chars per doc after it (-1: removed)
-        self.ds: datasets.Dataset | None = None
-        self.out_dir = src_dir
+        self._sig_texts: Texts | None = None  # the texts `against` and the saved index sign (_text)
+        self.dropped: dict[int, dict[str, Any]] = {}  # too short after a cleaning step
         self._t = time.perf_counter()
         self._near_window = 0.0
         self.para: ParagraphDedup | None = None  # the paragraph step's filter, after rewrite()
         self.line_buckets = 0  # the line step's bucket count, after rewrite()
 
     # ---- helpers
-    def _keep_key(self, i: int) -> tuple:
-        return (self.priority.get(self.srcs[i], len(self.priority)), -self.n_chars0[i], self.ids[i])
-
     def _perf(self, step: str, docs: int, chars: int) -> None:
         wall = time.perf_counter() - self._t
         peak, now = self.rss.mark()
@@ -129,27 +126,22 @@ class Granular:
             upto |= {x, f"too_short_after_{x}"}
         s = np.asarray(chars, dtype=np.int64).copy()
         s[[i for i, r in removed.items() if r["reason"] in upto]] = -1
-        for i in np.flatnonzero(self.is_copy).tolist():  # copies follow their original
-            o = self.orig.get(i)
+        for i in np.flatnonzero(self.d.copies).tolist():  # copies follow their original
+            o = self.d.orig.get(i)
             s[i] = s[o] if o is not None else s[i]
         self.snap[step] = s
 
     def _drop_short(self, i: int, text: str, min_chars: int, step: str) -> bool:
         if len(text.strip()) < min_chars:
-            self.dropped[i] = self.removed_all[i] = {"reason": f"too_short_after_{step}", "n_chars_left": len(text.strip())}
+            self.dropped[i] = self.d.removed[i] = {"reason": f"too_short_after_{step}", "n_chars_left": len(text.strip())}
             return True
         return False
 
-    # ---- step url, before the stage reads its metadata
+    # ---- step url, before any content dedup
     def prepare(self) -> None:
-        dc = self.dc
-        meta = read_columns(self.src_dir, ["id", "source", "url", "n_chars"])
-        self.ids, self.srcs, urls, self.n_chars0 = meta["id"], meta["source"], meta["url"], meta["n_chars"]
-        n = len(self.ids)
-        self.is_copy = np.array(["#e" in i for i in self.ids], dtype=bool)
-        index_of = {d: i for i, d in enumerate(self.ids)}
-        self.orig = {i: index_of.get(base_id(self.ids[i])) for i in np.flatnonzero(self.is_copy).tolist()}
-        chars = np.array(self.n_chars0, dtype=np.int64)
+        dc, d = self.dc, self.d
+        n, urls = d.n, d.urls
+        chars = np.array(d.n_chars0, dtype=np.int64)
         self.snap["input"] = chars.copy()
         self.rss.mark()
         self._t = time.perf_counter()
@@ -158,43 +150,43 @@ class Granular:
         if dc.urls.enabled:
             from .urls import url_duplicates
             srcs_ok = step_sources(dc.urls, self.recipe)
-            elig = [(not self.is_copy[i]) and self.srcs[i] in srcs_ok for i in range(n)]
-            dups, norm = url_duplicates(urls, elig, self._keep_key, dc.urls)
+            elig = [(not d.copies[i]) and d.srcs[i] in srcs_ok for i in range(n)]
+            dups, norm = url_duplicates(urls, elig, d.keep_key, dc.urls)  # keep_key: on the sizes as sampled yet
             for i, k in sorted(dups.items()):
-                self.removed[i] = {"reason": "url", "kept": self.ids[k], "kept_source": self.srcs[k],
-                                   "url": urls[i], "kept_url": urls[k], "normalized": norm[i]}
+                d.removed[i] = {"reason": "url", "kept": d.ids[k], "kept_source": d.srcs[k],
+                                "url": urls[i], "kept_url": urls[k], "normalized": norm[i]}
             twins = [i for i in sorted(dups) if self._rule_hit(urls[i]) or self._rule_hit(urls[dups[i]])]
             self.rep["url"] = {"sources": sorted(srcs_ok), "removed": len(dups),
-                               "per_source": dict(sorted(Counter(self.srcs[i] for i in dups).items())),
+                               "per_source": dict(sorted(Counter(d.srcs[i] for i in dups).items())),
                                "by_origin_rule": len(twins),
-                               "examples": [{"removed": self.ids[i], "url": urls[i], "kept": self.ids[dups[i]],
+                               "examples": [{"removed": d.ids[i], "url": urls[i], "kept": d.ids[dups[i]],
                                              "kept_url": urls[dups[i]]} for i in (twins or sorted(dups))[:dc.urls.examples]]}
         self._perf("url", n, int(chars.sum()))
-        self._snapshot("url", chars, self.removed)
+        self._snapshot("url", chars, d.removed)
         self.rss.mark()
         self._t = time.perf_counter()
 
     # ---- steps lines, paragraphs, substrings: on the documents that survived exact/near/against
-    def rewrite(self, removed: dict[int, dict[str, Any]], n_chars: list[int], n_tokens: list[int],
-                hashes: list[str]) -> Path:
-        """Clean the survivors' texts; documents left too short join `removed`; the metadata lists are
-        updated in place; returns the dataset the stage reads from here on (decontamination, writing)."""
-        dc = self.dc
-        chars = np.array(n_chars, dtype=np.int64)
+    def rewrite(self) -> Texts:
+        """Clean the survivors' texts; documents left too short join ``d.removed``; the table's sizes and
+        hashes follow the cleaned texts; returns the texts the stage reads from here on (decontamination,
+        writing): the cleaned copy's, or ``raw`` when no step changed a text."""
+        dc, d = self.dc, self.d
+        removed = d.removed
+        chars = np.array(d.n_chars, dtype=np.int64)
         for step in ("exact", "near", "against"):
             self._snapshot(step, chars, removed)
-        self.removed_all, self.dropped = removed, {}
         self.rss.mark()
         self._t = time.perf_counter()
         if not (dc.lines.enabled or dc.paragraphs.enabled or dc.substrings.enabled):
             for step in REWRITE:
                 self._snapshot(step, chars, removed)
-            return self.src_dir
+            return self.texts
 
         self.line_srcs = step_sources(dc.lines, self.recipe) if dc.lines.enabled else set()
         self.para_srcs = step_sources(dc.paragraphs, self.recipe) if dc.paragraphs.enabled else set()
         sub_srcs = step_sources(dc.substrings, self.recipe) if dc.substrings.enabled else set()
-        live = [i for i in range(len(self.ids)) if not self.is_copy[i] and i not in removed]
+        live = d.live()
         texts = TextStore(self.work)  # the cleaned texts, on disk (memory does not grow with the run)
         counter, para = self._count_lines(live)
         after_lines = self._strip_lines_and_paragraphs(live, counter, para, texts, chars)
@@ -206,33 +198,29 @@ class Granular:
         after_sub = self._substrings(live, sub_srcs, texts, after_para, removed)
         self._snapshot("substrings", after_sub, removed)
 
-        # the rewritten copy of mixed_raw the stage reads from here on; its metadata, in place
+        # the rewritten copy of mixed_raw the stage reads from here on; the table follows it (in _write)
         self._t = time.perf_counter()
-        self.out_dir = self._write(texts)
+        self.texts = self._write(texts)
         # re-counting the changed documents' tokens (the DeepSeek tokenizer) and writing them is a cost too
         self._perf("rewrite (token recount + write)", len(texts), texts.total_chars())
         texts.close()
-        if self.out_dir != self.src_dir:
-            meta = read_columns(self.out_dir, ["n_chars", "n_tokens", "hash"])
-            n_chars[:], n_tokens[:], hashes[:] = meta["n_chars"], meta["n_tokens"], meta["hash"]
         self.rss.mark()
         self._t = time.perf_counter()
-        return self.out_dir
+        return self.texts
 
     # ---- the line and paragraph steps: two passes over the survivors, shared
     def _chunks(self, live: list[int]) -> None:
         """The documents the line/paragraph steps read, in CHUNK_DOCS parts; in a process pool on large
         inputs (granular_tasks), results taken in row order."""
-        self.lp_docs = [i for i in live if self.srcs[i] in self.line_srcs or self.srcs[i] in self.para_srcs]
+        self.lp_docs = [i for i in live if self.d.srcs[i] in self.line_srcs or self.d.srcs[i] in self.para_srcs]
         self.parts = [self.lp_docs[s0:s0 + CHUNK_DOCS] for s0 in range(0, len(self.lp_docs), CHUNK_DOCS)]
-        self.shards = tuple(str(x.resolve()) for x in shard_paths(self.src_dir))
-        self.pool = self.dc.num_proc > 1 and sum(self.n_chars0[i] for i in self.lp_docs) >= POOL_MIN_CHARS
+        self.pool = self.dc.num_proc > 1 and sum(self.d.n_chars0[i] for i in self.lp_docs) >= POOL_MIN_CHARS
 
     def _chunk(self, part: list[int], n_buckets: int, boiler_file: str = "") -> Chunk:
         dc = self.dc
-        return Chunk(self.shards, np.array(part, dtype=np.int64), tuple(self.ids[i] for i in part),
-                     tuple(self.srcs[i] in self.line_srcs for i in part),
-                     tuple(self.srcs[i] in self.para_srcs for i in part), dc.lines.min_line_chars, dc.lines.code_aware,
+        return Chunk(self.raw.shards, np.array(part, dtype=np.int64), tuple(self.d.ids[i] for i in part),
+                     tuple(self.d.srcs[i] in self.line_srcs for i in part),
+                     tuple(self.d.srcs[i] in self.para_srcs for i in part), dc.lines.min_line_chars, dc.lines.code_aware,
                      dc.paragraphs.min_chars, self.cfg.run.seed, n_buckets, boiler_file)
 
     def _map(self, step: str, fn: Any, make: Any) -> Any:
@@ -258,7 +246,7 @@ class Granular:
                                               mininterval=2)):
             for i, (hs, k) in zip(part, res):
                 if hs is not None:
-                    counter.add_hashes(self.ids[i], hs)
+                    counter.add_hashes(self.d.ids[i], hs)
                 n_para += k
         counter.finish()
         para = ParagraphDedup(n_para, dc.paragraphs.min_chars, dc.paragraphs.false_positive_rate, dc.paragraphs.exact)
@@ -291,14 +279,14 @@ class Granular:
         for part, res in zip(self.parts, tqdm(cleaned, total=len(self.parts), unit="chunks", desc="lines + paragraphs",
                                               mininterval=2)):
             for i, (text, gone, p_idx, p_hs) in zip(part, res):
-                s = self.srcs[i]
+                s = self.d.srcs[i]
                 if s in self.line_srcs:
-                    chars_in_lines += self.n_chars0[i]
+                    chars_in_lines += self.d.n_chars0[i]
                     if gone:
                         st = line_stats.setdefault(s, Counter())
                         st["docs_touched"] += 1
                         st["lines_removed"] += len(gone)
-                        st["chars_removed"] += self.n_chars0[i] - len(text)
+                        st["chars_removed"] += self.d.n_chars0[i] - len(text)
                         top.update(gone)
                         texts[i] = text
                         after_lines[i] = len(text)
@@ -313,7 +301,7 @@ class Granular:
                         st["paragraphs_removed"] += len(pgone)
                         st["chars_removed"] += len(text) - len(new)
                         if len(para_examples) < 10:
-                            para_examples.append({"doc": self.ids[i], "paragraph": pgone[0][:200]})
+                            para_examples.append({"doc": self.d.ids[i], "paragraph": pgone[0][:200]})
                         texts[i] = new
                         if self._drop_short(i, new, dc.paragraphs.min_doc_chars, "paragraphs"):
                             st["docs_dropped_too_short"] += 1
@@ -352,19 +340,18 @@ class Granular:
         after_sub = after_para.copy()
         if not sub_srcs:
             return after_sub
-        ds = datasets.load_from_disk(str(self.src_dir))
-        docs = [i for i in live if i not in removed and self.srcs[i] in sub_srcs]
+        docs = [i for i in live if i not in removed and self.d.srcs[i] in sub_srcs]
         sc = self.dc.substrings
         # a generator: find_repeats holds one max_tokens chunk of texts at a time, not all of them
-        cur = ((i, texts[i] if i in texts else ds[i]["text"]) for i in docs)
+        cur = ((i, texts[i] if i in texts else self.raw[i]) for i in docs)
         # one unit: the suffix array's result (5.9 s of the demo's 38 s)
         res = self.memo.one("substrings", lambda: find_repeats(cur, sc.min_tokens, sc.engine, sc.max_tokens,
-                                                               sc.examples, self.ids, sc.cross_doc_only))
+                                                               sc.examples, self.d.ids, sc.cross_doc_only))
         st_sub: dict[str, Counter] = {}
         for i, iv in sorted(res.cut.items()):
-            text = texts[i] if i in texts else ds[i]["text"]
+            text = texts[i] if i in texts else self.raw[i]
             new = cut_text(text, iv)
-            st = st_sub.setdefault(self.srcs[i], Counter())
+            st = st_sub.setdefault(self.d.srcs[i], Counter())
             st["docs_touched"] += 1
             st["spans_removed"] += len(iv)
             st["chars_removed"] += len(text) - len(new)
@@ -378,20 +365,22 @@ class Granular:
                                   "spans_removed": res.spans,
                                   "per_source": {k: dict(v) for k, v in sorted(st_sub.items())},
                                   "examples": _pick_examples(res.examples, sc.examples)}
-        self._perf("substrings", len(docs), int(sum(self.n_chars0[i] for i in docs)))
+        self._perf("substrings", len(docs), int(sum(self.d.n_chars0[i] for i in docs)))
         return after_sub
 
     def _rule_hit(self, url: str) -> bool:
         import re
         return any(re.search(p, url) for p, _ in self.dc.urls.origin_rules)
 
-    def _write(self, texts: TextStore) -> Path:
+    def _write(self, texts: TextStore) -> Texts:
+        """The cleaned copy of mixed_raw (every row, in order); the table takes its rows' sizes and hashes."""
         if not texts:
-            return self.src_dir
-        out = self.work / "mixed"
+            return self.raw
+        out, d = self.work / "mixed", self.d
         writer = DatasetWriter(out, DOC_FEATURES, 256 << 20)
         counter: TokenCounter | None = None  # loaded (~4 s) only when a batch's counts are not a unit yet
         batch: list[dict] = []
+        where: list[int] = []  # batch's row numbers
         n_flushed = [0]
 
         def count(texts: list[str]) -> list[int]:
@@ -400,30 +389,34 @@ class Granular:
             return list(counter.count(texts))
 
         def flush() -> None:
-            changed = [r for r in batch if r.pop("_changed")]
+            changed = [(i, r) for i, r in zip(where, batch) if r.pop("_changed")]
             # a unit: the token counts of one batch's rewritten rows (the rows are written again on resume)
             name = f"rewrite.tokens.rows={REWRITE_ROWS}.k={n_flushed[0]:06d}"
-            for r, k in zip(changed, self.memo.one(name, lambda: count([r["text"] for r in changed]))):
+            for (i, r), k in zip(changed, self.memo.one(name, lambda: count([r["text"] for _, r in changed]))):
                 r["n_tokens"] = k
+                # the table says what the cleaned copy holds (the later steps and the reports read it)
+                d.n_chars[i], d.n_tokens[i], d.hashes[i] = r["n_chars"], int(k), r["hash"]
             n_flushed[0] += 1
             writer.write_rows(batch)
             batch.clear()
+            where.clear()
 
-        for i, row in enumerate(iter_dataset_rows(self.src_dir)):
-            src = self.orig.get(i, i) if self.is_copy[i] else i
+        for i, row in enumerate(self.raw.rows()):
+            src = self.d.orig.get(i, i) if self.d.copies[i] else i
             new = texts.get(src) if src is not None else None
             row["_changed"] = new is not None
             if new is not None:
                 row["text"], row["n_chars"], row["hash"] = new, len(new), text_hash(new)
             batch.append(row)
+            where.append(i)
             if len(batch) >= REWRITE_ROWS:
                 flush()
         flush()
         writer.close()
-        return out
+        return Texts(out)
 
     # ---- step "against", after the stage's near dedup
-    def against(self, removed: dict[int, dict[str, Any]], hashes: list[str], nd: Any) -> None:
+    def against(self, nd: Any) -> None:
         self.near_peak, _ = self.rss.mark()
         self._t = time.perf_counter()
         self.nd = nd
@@ -431,26 +424,28 @@ class Granular:
             return
         b, r = banding(self.dc)
         prior = [PriorIndex(p, index_params(self.dc, b, r)) for p in self.dc.against]
-        docs = [i for i in range(len(self.ids)) if not self.is_copy[i] and i not in removed]
+        docs = self.d.live()
         sigs = self._sigs(docs)
-        found, stats = against_prior(prior, self.dc, b, r, docs, sigs, hashes, self._text)
-        removed.update(found)
+        found, stats = against_prior(prior, self.dc, b, r, docs, sigs, self.d.hashes, self._text)
+        self.d.removed.update(found)
         stats["removed"] = len(found)
-        stats["per_source"] = dict(sorted(Counter(self.srcs[i] for i in found).items()))
-        stats["examples"] = [{"removed": self.ids[i], "kept": v["kept"], "jaccard": v["jaccard"]}
+        stats["per_source"] = dict(sorted(Counter(self.d.srcs[i] for i in found).items()))
+        stats["examples"] = [{"removed": self.d.ids[i], "kept": v["kept"], "jaccard": v["jaccard"]}
                              for i, v in sorted(found.items())[:10]]
         self.rep["against"] = stats
         self._perf("against", len(docs), 0)
 
     def _text(self, i: int) -> str:
-        if self.ds is None:
-            self.ds = datasets.load_from_disk(str(self.out_dir))
-        return self.ds[int(i)]["text"]
+        # the reader current at the first call stays: `against` signs mixed_raw's texts, and so does the
+        # saved index then; without `against` and without the near matrix, the index signs the cleaned ones
+        if self._sig_texts is None:
+            self._sig_texts = self.texts
+        return self._sig_texts[int(i)]
 
     def _sigs(self, docs: list[int]) -> np.ndarray:
         """Signatures of `docs` (copies: their original's), from the near step's matrix when it has them."""
         dc = self.dc
-        rows = [self.orig.get(d, d) if self.is_copy[d] else d for d in docs]
+        rows = [self.d.orig.get(d, d) if self.d.copies[d] else d for d in docs]
         out = np.zeros((len(docs), dc.num_perm), dtype=np.uint32)
         missing = list(range(len(docs)))
         nd = getattr(self, "nd", None)
@@ -468,13 +463,14 @@ class Granular:
         return out
 
     # ---- after the stage wrote its survivors: the index, the report section
-    def finish(self, tmp: Path, removed: dict[int, dict[str, Any]], hashes: list[str], n_chars: list[int]) -> dict[str, Any]:
+    def finish(self, tmp: Path) -> dict[str, Any]:
+        removed, hashes, n_chars = self.d.removed, self.d.hashes, self.d.n_chars
         self._t = time.perf_counter()
         self.rss.mark()
-        kept = [i for i in range(len(self.ids)) if i not in removed]
+        kept = [i for i in range(self.d.n) if i not in removed]
         if self.dc.save_index:
             b, r = banding(self.dc)
-            info = save_index(tmp / INDEX_DIR, [self.ids[i] for i in kept], [hashes[i] for i in kept], self._sigs(kept),
+            info = save_index(tmp / INDEX_DIR, [self.d.ids[i] for i in kept], [hashes[i] for i in kept], self._sigs(kept),
                               index_params(self.dc, b, r))
             self.rep["index"] = {"path": f"mixed_dedup/{INDEX_DIR}", **info}
             self._perf("save_index", len(kept), 0)
@@ -495,8 +491,8 @@ class Granular:
                 self.snap[step] = self.snap[ORDER[ORDER.index(step) - 1]] if step != "url" else self.snap["input"]
         rows = []
         order = ["input", *ORDER]
-        names = sorted(set(self.srcs), key=lambda x: self.priority.get(x, len(self.priority)))
-        srcs = np.array(self.srcs)
+        names = sorted(set(self.d.srcs), key=lambda x: self.d.priority.get(x, len(self.d.priority)))
+        srcs = np.array(self.d.srcs)
         for a, b in zip(order, order[1:]):
             for s in [*names, "all"]:
                 m = np.ones(len(srcs), dtype=bool) if s == "all" else srcs == s
@@ -507,7 +503,8 @@ class Granular:
 
     def close(self) -> None:
         self.rss.stop()
-        self.ds = None
+        self.raw.close()  # the stage's readers: the cleaned one is this step's, and finish() read the last text
+        self.texts.close()
         shutil.rmtree(self.work, ignore_errors=True)
 
 

@@ -19,13 +19,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import datasets
 import numpy as np
 
-from ..arrow_io import shard_paths
 from ..config import ConfigError
 from ..dedup import band_keys, estimated_jaccard, exact_jaccard, shingle_hashes
 from .config import DedupConfig
+from .docs import Texts
 
 INDEX_DIR = "dedup_index"
 INDEX_FILES = tuple(f"{INDEX_DIR}/{n}" for n in ("band_keys.npy", "signatures.npy", "ids.txt", "hashes.txt", "index.json"))
@@ -71,10 +70,9 @@ class PriorIndex:
         self.ids = (self.dir / "ids.txt").read_text(encoding="utf-8").splitlines()
         self.hashes = {h: k for k, h in enumerate((self.dir / "hashes.txt").read_text(encoding="utf-8").splitlines())}
         ds_dir = self.dir.parent
-        self.ds = None
+        self.ds: Texts | None = None  # the earlier run's mixed_dedup texts (exact verification)
         if (ds_dir / "state.json").is_file():
-            shard_paths(ds_dir)  # its state.json's file names must stay inside it before datasets reads them
-            self.ds = datasets.load_from_disk(str(ds_dir))
+            self.ds = Texts(ds_dir)  # shard_paths: its state.json's file names must stay inside it
         if self.ds is not None and len(self.ds) != len(self.ids):
             self.ds = None  # not the dataset the index was saved with
         self._order = [np.argsort(self.keys[:, j], kind="stable") for j in range(self.keys.shape[1])]
@@ -127,7 +125,7 @@ def against_prior(prior: list[PriorIndex], dc: DedupConfig, b: int, r: int, docs
                 continue
             if dc.verify == "exact" and idx.ds is not None:
                 a = shingle_hashes(text_of(d), dc.shingle, dc.ngram, dc.base_hash)
-                bb = shingle_hashes(idx.ds[int(k)]["text"], dc.shingle, dc.ngram, dc.base_hash)
+                bb = shingle_hashes(idx.ds[int(k)], dc.shingle, dc.ngram, dc.base_hash)
                 j = float(exact_jaccard(a, bb))
             else:
                 j = e

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
-import datasets
 import numpy as np
 from tqdm import tqdm
 
-from ..arrow_io import shard_paths
 from ..dedup import (
     band_keys,
     banding_summary,
@@ -36,6 +33,7 @@ from ..dedup import (
 )
 from ..mapped import take_texts
 from .config import DedupConfig
+from .docs import Texts
 from .resume import Memo
 from .unionfind import UnionFind
 
@@ -75,26 +73,26 @@ class NearDedup:
         self.b, self.r = banding(cfg)
         self.doc_index: np.ndarray = np.empty(0, dtype=np.int64)  # row in sigs -> doc index
         self.sigs: np.ndarray | None = None
-        self._ds: datasets.Dataset | None = None
+        self.texts: Texts | None = None  # the documents' texts (signatures() names them)
         self._shingles: dict[int, np.ndarray] = {}
         self._pos: dict[int, int] = {}
         self.prefiltered = 0
 
     # phase 1: signatures
-    def signatures(self, src_dir: Path, todo: list[int]) -> None:
-        """Signatures of the ``todo`` documents in batches of ``dedup.batch_size`` (units
+    def signatures(self, texts: Texts, todo: list[int]) -> None:
+        """Signatures of the ``todo`` documents (rows of ``texts``) in batches of ``dedup.batch_size`` (units
         ``minhash.bs=B.k=K``: a resumed run loads the batches a killed run finished); each pool task
         reads its batch's texts from the memory-mapped dataset itself."""
+        self.texts = texts
         self.doc_index = np.array(sorted(set(todo)), dtype=np.int64)
         self._pos = {int(d): k for k, d in enumerate(self.doc_index)}
         c = self.cfg
         bs = c.batch_size
-        shards = [str(p.resolve()) for p in shard_paths(src_dir)]
         blocks = [self.doc_index[s0:s0 + bs] for s0 in range(0, len(self.doc_index), bs)]
         names = [f"minhash.bs={bs}.k={k:06d}" for k in range(len(blocks))]
 
         def args(k: int) -> tuple:
-            return shards, blocks[k], c.shingle, c.ngram, c.num_perm, c.seed, c.base_hash
+            return (*texts.task(blocks[k]), c.shingle, c.ngram, c.num_perm, c.seed, c.base_hash)
 
         out: list[np.ndarray] = []
         with tqdm(total=len(self.doc_index), unit="docs", desc="minhash", mininterval=2) as bar:
@@ -104,11 +102,10 @@ class NearDedup:
         self.sigs = np.concatenate(out) if out else np.empty((0, c.num_perm), dtype=np.uint32)
 
     # phases 2-3: buckets -> candidate pairs -> verified edges -> clusters
-    def clusters(self, src_dir: Path) -> tuple[list[list[int]], dict[str, Any]]:
+    def clusters(self) -> tuple[list[list[int]], dict[str, Any]]:
         assert self.sigs is not None
         keys = band_keys(self.sigs, self.b, self.r)
         pairs = candidate_pairs(keys)
-        self._ds = datasets.load_from_disk(str(src_dir))
         uf = UnionFind(len(self.doc_index))
         verified = []
         # pairs from a giant bucket are (star centre, member): verifying each checks every member
@@ -277,8 +274,7 @@ class NearDedup:
 
     def _shingle_set(self, k: int) -> np.ndarray:
         if k not in self._shingles:
-            assert self._ds is not None
-            text = self._ds[int(self.doc_index[k])]["text"]
+            text = self.text_of(int(self.doc_index[k]))
             self._shingles[k] = shingle_hashes(text, self.cfg.shingle, self.cfg.ngram, self.cfg.base_hash)
         return self._shingles[k]
 
@@ -292,28 +288,23 @@ class NearDedup:
         """Exact Jaccard of two documents by doc index (for the removed doc vs its kept one)."""
         return round(self._exact(self._pos[doc_a], self._pos[doc_b]), 4)
 
-    def pair_jaccards(self, src_dir: Path, pairs: list[tuple[int, int]], chunk: int = 20_000) -> list[float]:
+    def pair_jaccards(self, pairs: list[tuple[int, int]], chunk: int = 20_000) -> list[float]:
         """:meth:`pair_jaccard` of many (doc, doc) pairs, reading the texts in bulk (sorted ``take``
         per chunk of pairs, nothing cached): random row access costs ~1 ms a document at 1M rows."""
-        from ..mapped import MappedArrow
-
+        assert self.texts is not None
         out: list[float] = []
         c = self.cfg
-        docs = MappedArrow([p.resolve() for p in shard_paths(src_dir)], "stream", columns=["text"])
-        try:
-            for s0 in range(0, len(pairs), chunk):
-                part = pairs[s0:s0 + chunk]
-                need = np.unique(np.array(part, dtype=np.int64).ravel())
-                texts = docs.take(need).column("text").to_pylist()
-                sets = {int(d): shingle_hashes(t, c.shingle, c.ngram, c.base_hash) for d, t in zip(need, texts)}
-                out.extend(round(float(exact_jaccard(sets[a], sets[b])), 4) for a, b in part)
-        finally:
-            docs.close()
+        for s0 in range(0, len(pairs), chunk):
+            part = pairs[s0:s0 + chunk]
+            need = np.unique(np.array(part, dtype=np.int64).ravel())
+            texts = self.texts.take(need)
+            sets = {int(d): shingle_hashes(t, c.shingle, c.ngram, c.base_hash) for d, t in zip(need, texts)}
+            out.extend(round(float(exact_jaccard(sets[a], sets[b])), 4) for a, b in part)
         return out
 
     def text_of(self, doc: int) -> str:
-        assert self._ds is not None
-        return self._ds[int(doc)]["text"]
+        assert self.texts is not None
+        return self.texts[doc]
 
     def shingles_of_text(self, text: str) -> np.ndarray:
         return shingle_hashes(text, self.cfg.shingle, self.cfg.ngram, self.cfg.base_hash)

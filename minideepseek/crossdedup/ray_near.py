@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import datasets
 import numpy as np
 
 from ..dedup import (
@@ -40,8 +39,9 @@ from ..dedup import (
     signatures_for_texts,
 )
 from ..dedup.lsh import DEFAULT_MAX_CLIQUE
-from ..mapped import MappedArrow
+from ..mapped import take_texts
 from .config import DedupConfig
+from .docs import Texts
 from .near import VERIFY_PAIRS, NearDedup
 from .resume import Memo
 from .unionfind import UnionFind
@@ -84,11 +84,7 @@ class BlockedSigs:
 def _sig_block(args: tuple) -> dict[str, Any]:
     """Phase 1 task: texts of ``doc_idx`` -> signature and band-key files of block ``k``."""
     shards, doc_idx, c, b, r, work, k = args
-    docs = MappedArrow([Path(s) for s in shards], "stream", columns=["text"])
-    try:
-        texts = docs.take(doc_idx).column("text").to_pylist() if len(doc_idx) else []
-    finally:
-        docs.close()
+    texts = take_texts((shards, doc_idx))
     text_bytes = sum(len(t) for t in texts)
     # in sub-batches of dedup.batch_size, as the local engine: shingle arrays of a whole block would
     # cost ~8 bytes per character (measured 645 MB for a 20K-document block in one call)
@@ -128,11 +124,7 @@ def _verify_task(args: tuple) -> tuple[np.ndarray, np.ndarray]:
     if not live.any():
         return j, est
     rows = np.unique(pairs[live].ravel())
-    docs = MappedArrow([Path(s) for s in shards], "stream", columns=["text"])
-    try:
-        texts = docs.take(doc_of_row[rows]).column("text").to_pylist()
-    finally:
-        docs.close()
+    texts = take_texts((shards, doc_of_row[rows]))
     sets = {int(r): shingle_hashes(t, c["shingle"], c["ngram"], c["base_hash"]) for r, t in zip(rows, texts)}
     j[live] = [float(exact_jaccard(sets[int(a)], sets[int(b)])) for a, b in pairs[live]]
     return j, est
@@ -141,18 +133,17 @@ def _verify_task(args: tuple) -> tuple[np.ndarray, np.ndarray]:
 class RayNearDedup(NearDedup):
     """``NearDedup`` whose phases run as tasks of ``executor`` (a ``RayExecutor``)."""
 
-    def __init__(self, cfg: DedupConfig, executor: Any, work_dir: Path, shards: list[Path],
-                 memo: Memo | None = None) -> None:
+    def __init__(self, cfg: DedupConfig, executor: Any, work_dir: Path, memo: Memo | None = None) -> None:
         super().__init__(cfg, None, memo)
         self.ex = executor
         self.work = Path(work_dir)
-        self.shards = [str(s) for s in shards]
         self.stats: dict[str, Any] = {}
         self._params = {"shingle": cfg.shingle, "ngram": cfg.ngram, "num_perm": cfg.num_perm, "seed": cfg.seed,
                         "base_hash": cfg.base_hash, "verify": cfg.verify, "batch_size": cfg.batch_size,
                         "threshold": cfg.threshold, "prefilter_margin": cfg.prefilter_margin}
 
-    def signatures(self, src_dir: Path, todo: list[int]) -> None:
+    def signatures(self, texts: Texts, todo: list[int]) -> None:
+        self.texts = texts  # the tasks get its shard paths (absolute) and map the files themselves
         self.doc_index = np.array(sorted(set(todo)), dtype=np.int64)
         self._pos = {int(d): k for k, d in enumerate(self.doc_index)}
         for sub in ["sigs"] + [f"keys/band-{i:03d}" for i in range(self.b)] + ["pairs"]:
@@ -160,7 +151,7 @@ class RayNearDedup(NearDedup):
         blocks = [self.doc_index[s:s + BLOCK_DOCS] for s in range(0, len(self.doc_index), BLOCK_DOCS)]
         # units ray.minhash...: a block's files are complete when the driver records its task's result
         names = [f"ray.minhash.docs={BLOCK_DOCS}.block={k:05d}" for k in range(len(blocks))]
-        res = list(self.memo.imap(names, _sig_block, lambda k: (self.shards, blocks[k], self._params, self.b, self.r,
+        res = list(self.memo.imap(names, _sig_block, lambda k: (list(texts.shards), blocks[k], self._params, self.b, self.r,
                                                                  str(self.work), k), self._pool()))
         self._rows = [x["rows"] for x in res]
         self.sigs = BlockedSigs([self.work / "sigs" / f"block-{k:05d}.npy" for k in range(len(blocks))],  # type: ignore[assignment]
@@ -169,7 +160,7 @@ class RayNearDedup(NearDedup):
         self.stats["text_bytes_read"] = sum(x["text_bytes"] for x in res)
         log.info("ray minhash: %s documents in %s block task(s)", f"{len(self.doc_index):,}", len(blocks))
 
-    def clusters(self, src_dir: Path) -> tuple[list[list[int]], dict[str, Any]]:
+    def clusters(self) -> tuple[list[list[int]], dict[str, Any]]:
         n = len(self.doc_index)
         band_files = [[self.work / "keys" / f"band-{i:03d}" / f"block-{k:05d}.npy" for k in range(len(self._rows))]
                       for i in range(self.b)]
@@ -179,14 +170,15 @@ class RayNearDedup(NearDedup):
                                   self._pool()))
         self.stats["bytes_shuffled_per_band"] = [x["bytes_in"] for x in res]
         pairs = merge_pair_codes([np.load(f) for f in outs], n)
-        self._ds = datasets.load_from_disk(str(src_dir))
+        assert self.texts is not None
+        shards = list(self.texts.shards)
         sig_files = self.sigs.files  # type: ignore[union-attr]
         chunks = [pairs[s:s + VERIFY_PAIRS] for s in range(0, len(pairs), VERIFY_PAIRS)]
         verified = []
         uf = UnionFind(n)
         names = [f"ray.verify.n={VERIFY_PAIRS}.k={k:06d}" for k in range(len(chunks))]
         results = self.memo.imap(names, _verify_task, lambda k: (chunks[k], self.doc_index, sig_files, self._rows,
-                                                                  self._params, self.shards), self._pool())
+                                                                  self._params, shards), self._pool())
         floor = self.cfg.threshold - self.cfg.prefilter_margin
         for ch, (js, ests) in zip(chunks, results):
             self.prefiltered += int((np.asarray(ests) < floor).sum())

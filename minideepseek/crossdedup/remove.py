@@ -15,9 +15,9 @@ import numpy as np
 from ..arrow_io import read_columns
 from ..edits import EditContext, EditHost, filter_dataset, filter_jsonl, load_report, note_withdrawal, redact, save_report
 from ..profile import profile_dataset, profile_markdown
-from ..records import trace_component
 from ..stage import ArtifactEdit
 from .certificate import certificate_markdown
+from .docs import Docs, read_docs
 from .granular_report import granular_markdown
 from .index import INDEX_DIR, INDEX_FILES, filter_index
 from .report import contamination_markdown, dedup_markdown, histogram, post_dedup_mix, stage_counters
@@ -47,13 +47,13 @@ def remove_from_mixed_dedup(w: EditHost, c: EditContext, ed: ArtifactEdit, man: 
 
 def refresh_mixed_dedup(tmp: Path, raw_dir: Path, bases: set[str], entry: dict[str, Any]) -> None:
     rep = load_report(tmp / "dedup_report.json")
-    raw = read_columns(raw_dir, ["id", "source", "n_tokens", "n_chars", "audit_trace"])
+    raw = read_docs(raw_dir)  # the stage's document table of mixed_raw, as the stage built it
     kept_ids = set(read_columns(tmp, ["id"])["id"])
-    kept = np.array([i in kept_ids for i in raw["id"]], dtype=bool)
+    kept = np.array([i in kept_ids for i in raw.ids], dtype=bool)
     recipe = [(r["source"], r["target_share"]) for r in rep["post_dedup_mix"]["sources"]]
-    rep["post_dedup_mix"] = post_dedup_mix(recipe, raw["source"], raw["n_tokens"], raw["n_chars"], kept)
+    rep["post_dedup_mix"] = post_dedup_mix(recipe, raw.srcs, raw.n_tokens, raw.n_chars, kept)
     removed = [json.loads(x) for x in (tmp / "removed.jsonl").read_text(encoding="utf-8").splitlines()]
-    rep["docs_in"], rep["docs_out"] = len(raw["id"]), int(kept.sum())
+    rep["docs_in"], rep["docs_out"] = raw.n, int(kept.sum())
     reasons = Counter(r["reason"] for r in removed)
     rep["removed"] = dict(sorted(reasons.items()))
     n = rep["docs_in"]
@@ -62,7 +62,7 @@ def refresh_mixed_dedup(tmp: Path, raw_dir: Path, bases: set[str], entry: dict[s
     rep["dup_rate"] = round((reasons["exact"] + reasons["near"]) / n, 6) if n else 0.0
     _refresh_clusters(rep, removed, raw)
     per: dict[str, Counter] = {}
-    for s in raw["source"]:
+    for s in raw.srcs:
         per.setdefault(s, Counter())["docs_in"] += 1
     for r in removed:
         per.setdefault(r["source"], Counter())[r["reason"]] += 1
@@ -92,11 +92,11 @@ def refresh_mixed_dedup(tmp: Path, raw_dir: Path, bases: set[str], entry: dict[s
         save_report(tmp, "certificate", cert, certificate_markdown)
 
 
-def _refresh_clusters(rep: dict[str, Any], removed: list[dict[str, Any]], raw: dict[str, list[Any]]) -> None:
+def _refresh_clusters(rep: dict[str, Any], removed: list[dict[str, Any]], raw: Docs) -> None:
     """Component pairs and near-duplicate cluster sizes from what is left of removed.jsonl (a near
     cluster = its kept document + the documents removed as its near duplicates)."""
-    comp = {i: trace_component(t) for i, t in zip(raw["id"], raw["audit_trace"])}
-    src = dict(zip(raw["id"], raw["source"]))
+    comp = dict(zip(raw.ids, raw.components))
+    src = dict(zip(raw.ids, raw.srcs))
     pairs: Counter = Counter()
     sizes: Counter = Counter()
     for r in removed:

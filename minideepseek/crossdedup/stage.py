@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,21 +28,21 @@ import numpy as np
 from tqdm import tqdm
 
 from .. import pipeline
-from ..arrow_io import DatasetWriter, iter_dataset_rows, read_columns, shard_paths
+from ..arrow_io import DatasetWriter
 from ..config import ConfigError
 from ..executor import LocalExecutor
 from ..fsio import write_json_atomic, write_text_atomic
 from ..invocation import Command
-from ..mapped import take_texts
 from ..pipeline import producer
 from ..profile import profile_dataset, profile_markdown
 from ..progress import Laps, phases_line
-from ..records import DOC_FEATURES, base_id, is_copy, trace_component
+from ..records import DOC_FEATURES
 from ..stage import InputRef, Manifest, StageRun, require_upstream
 from .certificate import FILES as CERT_FILES
 from .certificate import Certifier
 from .config import DedupStageConfig
 from .decontam import ContaminationIndex
+from .docs import Docs, Texts, read_docs
 from .granular import Granular
 from .granular_report import granular_markdown
 from .keep import greedy_keep, transitive_keep
@@ -81,50 +81,17 @@ def run_dedup(cfg: DedupStageConfig, upstream: dict[str, str], command: Command,
                          REPORTS, force, restart=restart)
 
 
-def _keep_key(priority: dict[str, int], source: str, n_chars: int, doc_id: str) -> tuple:
-    return (priority.get(source, len(priority)), -n_chars, doc_id)
-
-
-@dataclass
-class _Docs:
-    """Stage 2's per-document table (columns of ``mixed_raw``, no text) and what was removed, and why."""
-
-    ids: list[str]
-    srcs: list[str]
-    n_chars: list[int]
-    n_tokens: list[int]
-    hashes: list[str]
-    components: list[str]  # stage 1's component (or format) of each document: finer than the source
-    copies: np.ndarray  # upsampled copies (``#e<k>``): never deduplicated, they follow their original
-    index_of: dict[str, int]
-    priority: dict[str, int]  # source -> rank in dedup.source_priority (lower is kept)
-    removed: dict[int, dict[str, Any]] = field(default_factory=dict)  # doc index -> why
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
-
-    def keep_key(self, i: int) -> tuple:
-        return _keep_key(self.priority, self.srcs[i], self.n_chars[i], self.ids[i])
-
-    def remove(self, i: int, reason: str, kept: int, jaccard: float) -> None:
-        self.removed[i] = {"reason": reason, "kept": self.ids[kept], "kept_source": self.srcs[kept], "jaccard": jaccard}
-
-
-def _read(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path) -> _Docs:
-    recipe = [(s["name"], s["weight"]) for s in up["config"]["sources"]]
-    order = list(cfg.dedup.source_priority) or [name for name, _ in recipe]
-    unknown = sorted(set(order) - {n for n, _ in recipe})
+def _read(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path) -> Docs:
+    """The stage's one read of ``mixed_raw``'s columns, keep order from the recipe (or source_priority)."""
+    recipe = [s["name"] for s in up["config"]["sources"]]
+    order = list(cfg.dedup.source_priority) or recipe
+    unknown = sorted(set(order) - set(recipe))
     if unknown:
-        raise ConfigError(f"dedup.source_priority names {unknown}, not sources of the recipe {[n for n, _ in recipe]}")
-    meta = read_columns(src_dir, ["id", "source", "n_chars", "n_tokens", "hash", "audit_trace"])
-    ids = meta["id"]
-    return _Docs(ids, meta["source"], meta["n_chars"], meta["n_tokens"], meta["hash"],
-                 [trace_component(t) for t in meta["audit_trace"]], np.array([is_copy(i) for i in ids], dtype=bool),
-                 {doc_id: i for i, doc_id in enumerate(ids)}, {name: i for i, name in enumerate(order)})
+        raise ConfigError(f"dedup.source_priority names {unknown}, not sources of the recipe {recipe}")
+    return read_docs(src_dir, order)
 
 
-def _exact(d: _Docs, reason: str = "exact") -> int:
+def _exact(d: Docs, reason: str = "exact") -> int:
     """Exact duplicates among the documents still in (same normalized-text hash; URL duplicates are gone
     already), the first in keep order kept; returns the number of groups. Phase 1 (``exact``), and again
     after the cleaning steps (``exact_after_cleaning``: documents that differed only by a stripped
@@ -145,24 +112,24 @@ def _exact(d: _Docs, reason: str = "exact") -> int:
     return n_groups
 
 
-def _near(cfg: DedupStageConfig, d: _Docs, src_dir: Path, tmp: Path, executor: Any, memo: Memo
+def _near(cfg: DedupStageConfig, d: Docs, texts: Texts, tmp: Path, executor: Any, memo: Memo
           ) -> tuple[Any, dict[str, Any]]:
     """Phase 2: MinHash-LSH near duplicates among the survivors, verified, kept by the cluster policy;
     returns the engine (its pair sampler serves the report) and its figures."""
     dc = cfg.dedup
-    todo = [i for i in range(d.n) if not d.copies[i] and i not in d.removed]
+    todo = d.live()
     if executor is not None and executor.kind == "ray":  # the four phases as Ray tasks (ray_near.py)
-        # absolute paths: a Ray worker's working directory is not the driver's
-        nd = RayNearDedup(dc, executor, (tmp / RAY_WORK).resolve(), [p.resolve() for p in shard_paths(src_dir)], memo)
-        nd.signatures(src_dir, todo)
-        clusters, near_info = nd.clusters(src_dir)
+        # absolute path: a Ray worker's working directory is not the driver's
+        nd = RayNearDedup(dc, executor, (tmp / RAY_WORK).resolve(), memo)
+        nd.signatures(texts, todo)
+        clusters, near_info = nd.clusters()
         near_info["ray"] = nd.stats
     else:
         pool = LocalExecutor().pool(dc.num_proc)
         try:
             nd = NearDedup(dc, pool, memo)
-            nd.signatures(src_dir, todo)
-            clusters, near_info = nd.clusters(src_dir)
+            nd.signatures(texts, todo)
+            clusters, near_info = nd.clusters()
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
@@ -189,12 +156,12 @@ def _near(cfg: DedupStageConfig, d: _Docs, src_dir: Path, tmp: Path, executor: A
         # exact verification: the edge's Jaccard is exact; estimated: compute the exact one (in bulk)
         gl = sorted(greedy.items())
         jacs = ([round(j, 4) for _, (_, j) in gl] if dc.verify == "exact"
-                else nd.pair_jaccards(src_dir, [(i, k) for i, (k, _) in gl]))
+                else nd.pair_jaccards([(i, k) for i, (k, _) in gl]))
         for (i, (k, _)), jac in zip(gl, jacs):
             d.remove(i, "near", k, jac)
     else:
         tl = sorted(transitive.items())  # survivor may be no verified neighbour: compute J (in bulk)
-        for (i, k), jac in zip(tl, nd.pair_jaccards(src_dir, tl)):
+        for (i, k), jac in zip(tl, nd.pair_jaccards(tl)):
             d.remove(i, "near", k, jac)
     near_info["clusters"] = [sorted(c) for c in clusters]
     kept_near = {i for i in todo if i not in d.removed}
@@ -206,7 +173,7 @@ def _near(cfg: DedupStageConfig, d: _Docs, src_dir: Path, tmp: Path, executor: A
     return nd, near_info
 
 
-def _decontaminate(cfg: DedupStageConfig, d: _Docs, src_dir: Path, memo: Memo) -> tuple[
+def _decontaminate(cfg: DedupStageConfig, d: Docs, texts: Texts, memo: Memo) -> tuple[
         list[Any], list[dict[str, Any]], dict[str, Any], Any]:
     """Phase 3: benchmark n-gram overlap of what is left; returns (hits, best hit per document, report, index)."""
     hits_all: list[Any] = []
@@ -214,12 +181,11 @@ def _decontaminate(cfg: DedupStageConfig, d: _Docs, src_dir: Path, memo: Memo) -
     if not cfg.decontam.enabled:
         return hits_all, best_hits, {"enabled": False}, None
     index = ContaminationIndex(cfg.decontam)
-    todo = np.array([i for i in range(d.n) if i not in d.removed and not d.copies[i]], dtype=np.int64)
+    todo = np.array(d.live(), dtype=np.int64)
     blocks = [todo[s0:s0 + DECONTAM_DOCS] for s0 in range(0, len(todo), DECONTAM_DOCS)]
-    shards = [str(p.resolve()) for p in shard_paths(src_dir)]
 
     def scan(rows: np.ndarray) -> list[list[Any]]:  # a unit: the hits of a block of documents
-        return [index.scan(d.ids[i], d.srcs[i], t) for i, t in zip(rows.tolist(), take_texts((shards, rows)))]
+        return [index.scan(d.ids[i], d.srcs[i], t) for i, t in zip(rows.tolist(), texts.take(rows))]
 
     names = [f"decontam.docs={DECONTAM_DOCS}.k={k:06d}" for k in range(len(blocks))]
     with tqdm(total=len(todo), unit="docs", desc="decontam", mininterval=2) as bar:
@@ -240,19 +206,19 @@ def _decontaminate(cfg: DedupStageConfig, d: _Docs, src_dir: Path, memo: Memo) -
     return hits_all, best_hits, contamination, index
 
 
-def _follow_copies(d: _Docs) -> None:
+def _follow_copies(d: Docs) -> None:
     """Upsampled copies follow their original."""
     for i in np.flatnonzero(d.copies).tolist():
-        orig = d.index_of.get(base_id(d.ids[i]))
+        orig = d.orig[i]
         if orig is not None and orig in d.removed:
             d.removed[i] = {"reason": "copy_of_removed", "kept": None, "original": d.ids[orig]}
 
 
-def _write(d: _Docs, src_dir: Path, tmp: Path, hits_all: list[Any]) -> set[str]:
+def _write(d: Docs, texts: Texts, tmp: Path, hits_all: list[Any]) -> set[str]:
     """Survivors in input order, removals with their reasons, contamination hits; returns flagged ids."""
     flagged = {h.doc_id for h in hits_all}
     writer = DatasetWriter(tmp, DOC_FEATURES, 256 << 20)
-    for row in iter_dataset_rows(src_dir):
+    for row in texts.rows():
         if d.index_of[row["id"]] in d.removed:
             continue
         row["stage"] = STAGE
@@ -269,64 +235,93 @@ def _write(d: _Docs, src_dir: Path, tmp: Path, hits_all: list[Any]) -> set[str]:
     return flagged
 
 
+@dataclass
+class _Done:
+    """What the steps leave for the reports."""
+
+    gran: Granular
+    cert: Certifier | None
+    nd: Any  # the near engine (None: dedup.near is off)
+    near_info: dict[str, Any]
+    exact_groups: int
+    hits_all: list[Any]
+    best_hits: list[dict[str, Any]]
+    contamination: dict[str, Any]
+    flagged: set[str]
+
+
 def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, stage: StageRun,
            executor: Any = None) -> Manifest:
-    dc = cfg.dedup
     ray = executor is not None and executor.kind == "ray"
     if stage.resumed_from is not None:  # only the unit results survive a kill: everything else is rebuilt
         gone = clear_leftovers(tmp, keep=(RAY_WORK,) if ray else ())
         log.info("%s: resuming: removed what the killed run left outside its finished units: %s", STAGE,
                  ", ".join(gone) or "nothing")
     memo = Memo(stage.units)
-    gran = Granular(cfg, up, src_dir, tmp, memo)  # URL/origin dedup now; lines, paragraphs, substrings after `near`
-    gran.prepare()
-    d = _read(cfg, up, src_dir)
-    d.removed.update(gran.removed)
-    log.info("%s: %s documents from %s", STAGE, f"{d.n:,}", src_dir)
+    d = _read(cfg, up, src_dir)  # the stage's one read of the per-document columns: every step uses this table
     laps = Laps(STAGE, log)  # every phase's time goes to the log and the report (wall = the whole stage)
+    done = _steps(cfg, up, d, Texts(src_dir), tmp, memo, laps, executor)
+    return _report(cfg, up, d, tmp, stage, memo, laps, done)
+
+
+def _steps(cfg: DedupStageConfig, up: dict[str, Any], d: Docs, raw: Texts, tmp: Path, memo: Memo, laps: Laps,
+           executor: Any) -> _Done:
+    """Every step in order, on the table ``d`` (removals recorded in it) and the texts of ``raw``, then the
+    cleaned texts; writes the survivors."""
+    dc = cfg.dedup
+    gran = Granular(cfg, up, d, raw, tmp, memo)  # URL/origin dedup now; lines, paragraphs, substrings after `near`
+    gran.prepare()
+    log.info("%s: %s documents from %s", STAGE, f"{d.n:,}", raw.dir)
     exact_groups = _exact(d) if dc.exact else 0
     laps.lap("read + exact")
-    nd, near_info = _near(cfg, d, src_dir, tmp, executor, memo) if dc.near else (None, {})
+    nd, near_info = _near(cfg, d, raw, tmp, executor, memo) if dc.near else (None, {})
     laps.lap("near (signatures, candidates, verification)")
     # canaries ask each step's index after the step, never join it: no real document's fate changes
-    cert = Certifier(cfg, src_dir, gran.recipe) if cfg.canaries.enabled else None
+    cert = Certifier(cfg, d, raw, gran.recipe) if cfg.canaries.enabled else None
     if cert is not None:
-        cert.documents(d, nd, src_dir)  # exact, url, near: before rewrite() replaces the hashes
+        cert.documents(nd)  # exact, url, near: before rewrite() replaces the hashes
         laps.lap("canaries (exact, url, near)")
-    gran.against(d.removed, d.hashes, nd)  # dedup.against: earlier runs' indexes
+    gran.against(nd)  # dedup.against: earlier runs' indexes
     laps.lap("against earlier runs")
-    src_dir = gran.rewrite(d.removed, d.n_chars, d.n_tokens, d.hashes)  # survivors' texts cleaned; read from here on
-    if dc.exact and src_dir != gran.src_dir:
+    texts = gran.rewrite()  # survivors' texts cleaned (and the table's sizes and hashes); read from here on
+    if dc.exact and texts is not raw:
         before = len(d.removed)
         _exact(d, "exact_after_cleaning")
         log.info("%s: %s document(s) made identical by the cleaning steps removed (exact_after_cleaning)", STAGE,
                  f"{len(d.removed) - before:,}")
     laps.lap("lines, paragraphs, substrings")
-    hits_all, best_hits, contamination, cindex = _decontaminate(cfg, d, src_dir, memo)
+    hits_all, best_hits, contamination, cindex = _decontaminate(cfg, d, texts, memo)
     laps.lap("decontamination")
     if cert is not None:
-        cert.cleaned(gran, d.removed, src_dir)
-        cert.contamination(cindex, gran, d.removed, src_dir)
+        cert.cleaned(gran, texts)
+        cert.contamination(cindex, texts)
         laps.lap("canaries (lines, paragraphs, substrings, decontamination)")
     _follow_copies(d)
-    flagged = _write(d, src_dir, tmp, hits_all)
+    flagged = _write(d, texts, tmp, hits_all)
     laps.lap("write survivors")
+    return _Done(gran, cert, nd, near_info, exact_groups, hits_all, best_hits, contamination, flagged)
 
+
+def _report(cfg: DedupStageConfig, up: dict[str, Any], d: Docs, tmp: Path, stage: StageRun, memo: Memo, laps: Laps,
+            done: _Done) -> Manifest:
+    """The stage's reports beside the survivors, then the commit."""
+    dc, nd, gran = cfg.dedup, done.nd, done.gran
     kept_mask = np.ones(d.n, dtype=bool)
     kept_mask[list(d.removed)] = False
     recipe = [(s["name"], s["weight"]) for s in up["config"]["sources"]]
     mix = post_dedup_mix(recipe, d.srcs, d.n_tokens, d.n_chars, kept_mask)
     # the S-curve check edits real documents and signs them again (~2.5 s on the demo): a unit
     s_curve = memo.one("report.s_curve", lambda: measure_s_curve(nd, dc, cfg.run.seed)) if nd is not None else None
-    report = build_dedup_report(cfg, d.ids, d.srcs, d.n_chars, d.removed, near_info, exact_groups, mix, nd,
+    report = build_dedup_report(cfg, d.ids, d.srcs, d.n_chars, d.removed, done.near_info, done.exact_groups, mix, nd,
                                 stage.elapsed(), d.components, d.index_of, s_curve)
-    certified = cert.finish(tmp) if cert is not None else None  # certificate.{json,md}: volatile reports
-    report["granular"] = gran.finish(tmp, d.removed, d.hashes, d.n_chars)
+    certified = done.cert.finish(tmp) if done.cert is not None else None  # certificate.{json,md}: volatile reports
+    report["granular"] = gran.finish(tmp)
     laps.lap("report (sampled pairs, S-curve check)")
     gran.close()
     if nd is not None:
         nd.close()  # the Ray engine's work files live in tmp: gone before the commit lists the outputs
-    contamination.update({"hits": len(hits_all), "docs_hit": len(flagged),
+    contamination, best_hits = done.contamination, done.best_hits
+    contamination.update({"hits": len(done.hits_all), "docs_hit": len(done.flagged),
                           # documents, counted once, under the benchmark of their best-matching item
                           "per_benchmark": dict(Counter(h["benchmark"] for h in best_hits)),
                           "per_source": dict(sorted(Counter(h["source"] for h in best_hits).items())),
@@ -343,7 +338,7 @@ def _build(cfg: DedupStageConfig, up: dict[str, Any], src_dir: Path, tmp: Path, 
     write_json_atomic(tmp / "contamination_report.json", contamination)
     write_text_atomic(tmp / "contamination_report.md", contamination_markdown(contamination))
     counters = stage_counters(d.n, int(kept_mask.sum()), dict(Counter(r["reason"] for r in d.removed.values())),
-                              len(hits_all))
+                              len(done.hits_all))
     extra = {"upstream_config_hash": up["config_hash"], "dedup_params": report["params"]}
     if certified is not None:
         extra["certificate"] = certified
