@@ -97,26 +97,27 @@ def run_facts(report_dir: Path, data_dir: Path | None) -> dict[str, Any]:
     filt = _read(report_dir / pipeline.report("filter_report.json"))
     dedup = _read(report_dir / pipeline.report("dedup_report.json"))
     pack = _read(report_dir / pipeline.report("packing_report.json"))
-    ds_tokens = float(mix.get("totals", {}).get("tokens") or man["mixed_raw"].get("counters", {}).get("tokens", 0)
-                      or sum(v.get("tokens", 0) for v in man["mixed_raw"]["counters"]["per_source"].values()))
+    ds_tokens = float(mix.get("totals", {}).get("tokens") or man[pipeline.MIXED_RAW].get("counters", {}).get("tokens", 0)
+                      or sum(v.get("tokens", 0) for v in man[pipeline.MIXED_RAW]["counters"]["per_source"].values()))
     ft = filt.get("totals", {})
     filter_keep = 1 - ft["dropped"] / ft["evaluated"] if ft.get("evaluated") else 1.0
     dedup_keep = dedup["docs_out"] / dedup["docs_in"] if dedup.get("docs_in") else 1.0
-    per_source = man["mixed_raw"].get("counters", {}).get("per_source", {})
+    per_source = man[pipeline.MIXED_RAW].get("counters", {}).get("per_source", {})
     chars_sampled = float(sum(v.get("chars", 0) for v in per_source.values()))
-    train_chars = float(man["tokenizer"].get("counters", {}).get("train_chars") or 0)
+    train_chars = float(man[pipeline.TOKENIZER].get("counters", {}).get("train_chars") or 0)
     dedup_chars = chars_sampled * dedup_keep
     # stage 3 reads at most tokenizer.max_train_chars (0 = no ceiling): its sample stops growing there
-    cap_chars = float(((man["tokenizer"].get("config") or {}).get("tokenizer") or {}).get("max_train_chars") or 0)
+    tok_cfg = (man[pipeline.TOKENIZER].get("config") or {}).get("tokenizer") or {}  # not-an-artifact: the config section
+    cap_chars = float(tok_cfg.get("max_train_chars") or 0)
     warc = [s["source"] for s in mix.get("sources", []) if s.get("type") == "warc"]
     return {
         **({"warc_sources": warc} if warc else {}),  # stage 1 read WARC records (decoded HTML), not extracted text
         "stages": stages, "ds_tokens_sampled": ds_tokens, "docs_sampled": dedup.get("docs_in"),
         "docs_evaluated": ft.get("evaluated"), "filter_keep": filter_keep, "dedup_keep": dedup_keep,
-        "ours_tokens": float(pack.get("tokens_produced") or man["packed"]["counters"]["tokens_produced"]),
+        "ours_tokens": float(pack.get("tokens_produced") or man[pipeline.PACKED]["counters"]["tokens_produced"]),
         "tokenizer_sample_ratio": train_chars / dedup_chars if dedup_chars else 1.0,
         "chars_sampled": chars_sampled, "num_perm": (dedup.get("params") or {}).get("num_perm", 128),
-        "packed_bytes": stages["packed"]["bytes"] or (pack.get("shards") or {}).get("total_bytes"),
+        "packed_bytes": stages[pipeline.PACKED]["bytes"] or (pack.get("shards") or {}).get("total_bytes"),
         "tokenizer_cap_tokens": cap_chars * ds_tokens / chars_sampled if cap_chars and chars_sampled else None,
     }
 
@@ -162,15 +163,15 @@ def project(f: dict[str, Any], a: BillAssumptions, fit: dict[str, Any] | None = 
                 rss = a.base_rss_mb + max(st["peak_rss_mb"] - a.base_rss_mb, 0) * u[s] / base[s]
             stages[s] = {"units": u[s], "core_h": cpu / 3600, "rss_gb": rss / 1024, "exponent": e,
                          "wall_h": {n: cpu / (n * a.parallel_efficiency) / 3600 for n in a.cores}}
-        scale = u["mixed_dedup"] / base["mixed_dedup"]
-        raw_bytes = f["stages"]["mixed_raw"]["bytes"] or 0
+        scale = u[pipeline.MIXED_DEDUP] / base[pipeline.MIXED_DEDUP]
+        raw_bytes = f["stages"][pipeline.MIXED_RAW]["bytes"] or 0
+        dedup_bytes = f["stages"][pipeline.MIXED_DEDUP]["bytes"] or 0
         storage = {
-            "raw_gb": raw_bytes / f["filter_keep"] * u["mixed_raw"] / base["mixed_raw"] / 1e9,
+            "raw_gb": raw_bytes / f["filter_keep"] * u[pipeline.MIXED_RAW] / base[pipeline.MIXED_RAW] / 1e9,
             "mixed_raw_gb": raw_bytes * scale / 1e9,
-            "dedup_gb": (f["stages"]["mixed_dedup"]["bytes"] or 0) * scale * (a.dedup_keep or f["dedup_keep"])
-            / f["dedup_keep"] / 1e9,
-            "tokenizer_sample_gb": (f["stages"]["mixed_dedup"]["bytes"] or 0) / max(base["mixed_dedup"] * f["dedup_keep"], 1)
-            * u["tokenizer"] / 1e9,
+            "dedup_gb": dedup_bytes * scale * (a.dedup_keep or f["dedup_keep"]) / f["dedup_keep"] / 1e9,
+            "tokenizer_sample_gb": dedup_bytes / max(base[pipeline.MIXED_DEDUP] * f["dedup_keep"], 1)
+            * u[pipeline.TOKENIZER] / 1e9,
             "packed_gb": (f["packed_bytes"] or 4 * f["ours_tokens"]) / f["ours_tokens"] * target / 1e9,
             "packed_uint32_gb": 4 * target / 1e9,
         }
@@ -188,11 +189,11 @@ def per_core(f: dict[str, Any], measured: dict[str, Any] | None, a: BillAssumpti
         st = f["stages"][s]
         return (measured or {}).get(s, {}).get("cpu_s") or st["wall_s"] * st["cpus"] * a.cpu_util
 
-    out = {"tokenize_tokens_per_core_s": f["ours_tokens"] / cpu("packed")}
+    out = {"tokenize_tokens_per_core_s": f["ours_tokens"] / cpu(pipeline.PACKED)}
     if f.get("docs_evaluated"):
-        out["stage1_docs_per_core_s"] = f["docs_evaluated"] / cpu("mixed_raw")
+        out["stage1_docs_per_core_s"] = f["docs_evaluated"] / cpu(pipeline.MIXED_RAW)
     if f.get("chars_sampled"):  # char 5-gram shingles ~ one per character, num_perm hashes each
-        out["hashes_per_core_s"] = f["chars_sampled"] * f["num_perm"] / cpu("mixed_dedup")
+        out["hashes_per_core_s"] = f["chars_sampled"] * f["num_perm"] / cpu(pipeline.MIXED_DEDUP)
     return out
 
 
@@ -253,8 +254,8 @@ def markdown(b: dict[str, Any], run: str) -> str:
     lines += ["", f"## Against the seed's figures (at {_t(one['target_tokens'])} tokens)", "",
               "| figure | seed (000 / 003 §六.3) | ours (projected from this run) |", "|---|---:|---:|",
               f"| MinHash dedup wall | ~{SEED['minhash_h']:g} h (8-GPU node) | "
-              f"{_h(one['stages']['mixed_dedup']['wall_h'][n8])} "
-              f"on {n8} cores, {_h(one['stages']['mixed_dedup']['wall_h'][min(cores)])} on {min(cores)} |",
+              f"{_h(one['stages'][pipeline.MIXED_DEDUP]['wall_h'][n8])} "
+              f"on {n8} cores, {_h(one['stages'][pipeline.MIXED_DEDUP]['wall_h'][min(cores)])} on {min(cores)} |",
               f"| peak memory | ~{SEED['peak_gb']:g} GB | {_gb(one['peak_rss_gb'])} (largest stage) |",
               f"| raw data | ~{SEED['raw_gb']:g} GB (crawl) | {_gb(one['storage']['raw_gb'])} (extracted text before "
               f"filters; HTML is larger) |",
@@ -272,7 +273,7 @@ def markdown(b: dict[str, Any], run: str) -> str:
     big = b["rows"][-1]
     lines += ["", f"At {_t(big['target_tokens'])}: the seed's tokenize constant gives "
               f"{big['target_tokens'] / SEED['tokenize_tokens_per_core_s'] / 3600:,.0f} core-hours; ours "
-              f"{big['stages']['packed']['core_h']:,.0f}. Seed's uint32 storage for 15T: 60 TB; ours "
+              f"{big['stages'][pipeline.PACKED]['core_h']:,.0f}. Seed's uint32 storage for 15T: 60 TB; ours "
               f"{_gb(big['storage']['packed_uint32_gb'])} of ids, {_gb(big['storage']['packed_gb'])} as written.", "",
               "Limits: a run's keep rates are those of its corpus (the demo is curated documentation: a crawl "
               "keeps far less, set `--filter-keep`); memory of stages 1-3 is extrapolated linearly from one run "

@@ -41,20 +41,36 @@ from .invocation import venv_python
 MARKER = re.compile(r"<!-- figures:(?P<name>[\w.@-]+) -->\n(?P<body>.*?)<!-- /figures:(?P=name) -->", re.S)
 
 
+# the stage reports these figures read, by the registry's names (a report a stage renames fails here, at import)
+SOURCE_MIX = pipeline.report("source_mix.json")
+FILTER_REPORT = pipeline.report("filter_report.json")
+DEDUP_REPORT = pipeline.report("dedup_report.json")
+CONTAMINATION_REPORT = pipeline.report("contamination_report.json")
+TOKENIZER_EVAL = pipeline.report("tokenizer_eval.json")
+PACKING_REPORT = pipeline.report("packing_report.json")
+SMOKE_TRAIN_REPORT = pipeline.report("smoke_train.json")
+CERTIFICATE = pipeline.report("certificate.json")
+CERTIFICATE_MD = pipeline.report("certificate.md")
+
+
 class FiguresError(RuntimeError):
     """A report or key the README's figures need is missing: regenerate the run, or update this module."""
 
 
 class Reports:
-    """Lazy access to ``reports/<run>/<name>.json`` with key paths that fail clearly."""
+    """Lazy access to ``reports/<run>/<name>`` (``.json`` added when ``name`` has none) with key paths that
+    fail clearly."""
 
     def __init__(self, report_dir: Path) -> None:
         self.dir = report_dir
         self._cache: dict[str, Any] = {}
 
+    def path(self, name: str) -> Path:
+        return self.dir / (name if name.endswith(".json") else f"{name}.json")
+
     def doc(self, name: str) -> Any:
         if name not in self._cache:
-            path = self.dir / f"{name}.json"
+            path = self.path(name)
             if not path.is_file():
                 raise FiguresError(f"{path} is missing: run the pipeline for this run (or pass --run/--reports-dir)")
             self._cache[name] = json.loads(path.read_text(encoding="utf-8"))
@@ -67,7 +83,7 @@ class Reports:
                 cur = cur[k]
             except (KeyError, IndexError, TypeError):
                 where = ".".join(map(str, path[: i + 1]))
-                raise FiguresError(f"{self.dir / (name + '.json')} has no key {where!r}; the report format changed: "
+                raise FiguresError(f"{self.path(name)} has no key {where!r}; the report format changed: "
                                    f"update minideepseek/readme_figures.py (or regenerate the run)") from None
         return cur
 
@@ -95,34 +111,34 @@ def _by_source(items: Any) -> dict[str, Any]:
 
 def demo_table(r: Reports) -> str:
     """The "Measured on the demo" table: one row per stage, every figure from the reports."""
-    unit = r.get("source_mix", "unit")
-    tot = r.get("source_mix", "totals")
-    mix = _by_source(r.get("source_mix", "sources"))
-    fsrc = _by_source(r.get("filter_report", "sources"))
+    unit = r.get(SOURCE_MIX, "unit")
+    tot = r.get(SOURCE_MIX, "totals")
+    mix = _by_source(r.get(SOURCE_MIX, "sources"))
+    fsrc = _by_source(r.get(FILTER_REPORT, "sources"))
     tok_or_docs = "share_tokens" if unit == "tokens" else "share_docs"
     s1, s2, s3, s4, s5 = (r.stage(a) for a in pipeline.artifacts())
     rows = [("stage 1 output",
              f"{tot['docs']:,} documents, {tot['tokens']:,} DeepSeek tokens, {tot['chars'] / 1e6:.1f} M chars; "
-             f"{r.get('source_mix', 'totals', 'rejects'):,} invalid rejects, "
-             f"{r.get('filter_report', 'totals', 'dropped'):,} filtered ("
+             f"{r.get(SOURCE_MIX, 'totals', 'rejects'):,} invalid rejects, "
+             f"{r.get(FILTER_REPORT, 'totals', 'dropped'):,} filtered ("
              + ", ".join(f"{n} {_pct(s['drop_rate'])}" for n, s in fsrc.items()) + " of evaluated docs)"),
             ("stage 1 time", f"{_s(s1['wall_s'])}, {s1['peak_rss_mb']:,.0f} MB peak RSS"),
             (f"mix vs recipe ({'token' if unit == 'tokens' else 'document'} share)",
              " / ".join(f"{n} {_pct(s[tok_or_docs], 2)}" for n, s in mix.items())
-             + f"; max deviation {tot['max_abs_deviation_pp']:.3f} pp (tolerance {r.get('source_mix', 'tolerance_pp')} pp)")]
-    dd = r.doc("dedup_report")
-    removed = ", ".join(f"{v:,} {k}" for k, v in r.get("dedup_report", "removed").items()) or "nothing"
-    rows.append(("stage 2", f"{r.get('dedup_report', 'docs_in'):,} -> {r.get('dedup_report', 'docs_out'):,} "
+             + f"; max deviation {tot['max_abs_deviation_pp']:.3f} pp (tolerance {r.get(SOURCE_MIX, 'tolerance_pp')} pp)")]
+    dd = r.doc(DEDUP_REPORT)
+    removed = ", ".join(f"{v:,} {k}" for k, v in r.get(DEDUP_REPORT, "removed").items()) or "nothing"
+    rows.append(("stage 2", f"{r.get(DEDUP_REPORT, 'docs_in'):,} -> {r.get(DEDUP_REPORT, 'docs_out'):,} "
                  f"documents ({removed}; duplicate rate {_pct(dd['dup_rate'], 2)}), "
-                 f"{r.get('contamination_report', 'hits'):,} benchmark hits; {_s(s2['wall_s'])}, "
+                 f"{r.get(CONTAMINATION_REPORT, 'hits'):,} benchmark hits; {_s(s2['wall_s'])}, "
                  f"{s2['peak_rss_mb']:,.0f} MB peak RSS"))
-    te = r.doc("tokenizer_eval")
-    sample = r.get("tokenizer_eval", "sample")
+    te = r.doc(TOKENIZER_EVAL)
+    sample = r.get(TOKENIZER_EVAL, "sample")
     train_docs = sum(v["train_docs"] for v in sample.values())
     train_chars = sum(v["train_chars"] for v in sample.values())
     held = sum(v["heldout_docs"] for v in sample.values())
-    rt = r.get("tokenizer_eval", "round_trip", "ours")
-    per = r.get("tokenizer_eval", "per_source")
+    rt = r.get(TOKENIZER_EVAL, "round_trip", "ours")
+    per = r.get(TOKENIZER_EVAL, "per_source")
 
     def tpc(domain: str) -> str:
         for v in per.values():
@@ -135,31 +151,31 @@ def demo_table(r: Reports) -> str:
                  f"{te['vocab_size_final']:,} of the {te['vocab_size_target']:,} target{reached}; {_s(s3['wall_s'])}; "
                  f"round trip {rt['ok']:,}/{rt['docs']:,}; held-out tokens/char: Chinese {tpc('chinese')}, "
                  f"code {tpc('code')}"))
-    pk = r.doc("packing_report")
-    t4 = r.get("packing_report", "timing")
-    tail = (f"dropped tail {pk['dropped_tail_tokens']:,} tokens" if r.get("packing_report", "tail") == "drop"
+    pk = r.doc(PACKING_REPORT)
+    t4 = r.get(PACKING_REPORT, "timing")
+    tail = (f"dropped tail {pk['dropped_tail_tokens']:,} tokens" if r.get(PACKING_REPORT, "tail") == "drop"
             else f"{pk['pad_tokens']:,} pad tokens")
-    shares = " / ".join(f"{_pct(v['token_share'])}" for v in r.get("packing_report", "per_source").values())
+    shares = " / ".join(f"{_pct(v['token_share'])}" for v in r.get(PACKING_REPORT, "per_source").values())
     rows.append(("stage 4", f"{pk['blocks']:,} blocks x {pk['seq_len']:,} = {pk['tokens_in_blocks']:,} tokens, efficiency "
-                 f"{_pct(pk['packing_efficiency'], 2)}, {tail}; EOT {r.get('packing_report', 'eot', 'produced'):,} = "
-                 f"{r.get('packing_report', 'eot', 'documents'):,} documents; "
-                 f"{_pct(r.get('packing_report', 'split_docs', 'share'))} of documents split across blocks; "
-                 f"{r.get('packing_report', 'shards', 'count')} shards; {_s(s4['wall_s'])}, "
+                 f"{_pct(pk['packing_efficiency'], 2)}, {tail}; EOT {r.get(PACKING_REPORT, 'eot', 'produced'):,} = "
+                 f"{r.get(PACKING_REPORT, 'eot', 'documents'):,} documents; "
+                 f"{_pct(r.get(PACKING_REPORT, 'split_docs', 'share'))} of documents split across blocks; "
+                 f"{r.get(PACKING_REPORT, 'shards', 'count')} shards; {_s(s4['wall_s'])}, "
                  f"{t4['tokens_per_s'] / 1e3:,.0f}K tokens/s, {s4['peak_rss_mb']:,.0f} MB peak RSS; our-token shares "
                  f"{shares} (recipe order)"))
-    st = r.doc("smoke_train")
-    params = r.get("smoke_train", "model", "params")
-    bench = r.get("smoke_train", "throughput", "mask_bench")
+    st = r.doc(SMOKE_TRAIN_REPORT)
+    params = r.get(SMOKE_TRAIN_REPORT, "model", "params")
+    bench = r.get(SMOKE_TRAIN_REPORT, "throughput", "mask_bench")
     bench_s = (f" (document mask on {bench['with_mask']:,.0f} vs off {bench['without_mask']:,.0f} tokens/s)"
                if bench else "")
     rows.append(("stage 5", f"{params['total'] / 1e6:.1f} M parameters ({st['model']['n_layer']} layers, d_model "
                  f"{st['model']['d_model']}, {params['embedding'] / 1e6:.1f} M of them the tied "
-                 f"{st['tokenizer']['vocab_size'] / 1e3:.0f}K-vocab embedding), {st['steps']['last']} steps x "
+                 f"{st[pipeline.TOKENIZER]['vocab_size'] / 1e3:.0f}K-vocab embedding), {st['steps']['last']} steps x "
                  f"{st['batch']['global_tokens']:,} tokens on {st['device']}: loss {st['loss']['first']:.2f} -> "
                  f"{st['loss']['last']:.2f}, validation {st['val']['first']:.2f} -> {st['val']['last']:.2f}, "
                  f"{len(st['loss']['spikes'])} spikes, {st['throughput']['median_tokens_per_s']:,.0f} tokens/s median"
                  f"{bench_s}; {_s(s5['wall_s'])}, {s5['peak_rss_mb']:,.0f} MB peak RSS; "
-                 f"{'PASS' if r.get('smoke_train', 'criteria', 'passed') else 'FAIL'}"))
+                 f"{'PASS' if r.get(SMOKE_TRAIN_REPORT, 'criteria', 'passed') else 'FAIL'}"))
     run = r.get("summary", "run")
     out = [f"| run `{run}` (seed {r.get('summary', 'seed')}) | |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in rows]
@@ -170,25 +186,25 @@ def headline(r: Reports) -> str:
     """The README's one table: per stage what came out, its wall time and peak RSS (the depth is in
     docs/stages.md's ``demo`` table)."""
     s1, s2, s3, s4, s5 = (r.stage(a) for a in pipeline.artifacts())
-    tot = r.get("source_mix", "totals")
-    dd = r.doc("dedup_report")
-    te = r.doc("tokenizer_eval")
-    per = r.get("tokenizer_eval", "per_source")
+    tot = r.get(SOURCE_MIX, "totals")
+    dd = r.doc(DEDUP_REPORT)
+    te = r.doc(TOKENIZER_EVAL)
+    per = r.get(TOKENIZER_EVAL, "per_source")
     zh = next((v for v in per.values() if v["ours"]["domain"] == "chinese"), None)
-    pk = r.doc("packing_report")
-    st = r.doc("smoke_train")
-    passed = "PASS" if r.get("smoke_train", "criteria", "passed") else "FAIL"
+    pk = r.doc(PACKING_REPORT)
+    st = r.doc(SMOKE_TRAIN_REPORT)
+    passed = "PASS" if r.get(SMOKE_TRAIN_REPORT, "criteria", "passed") else "FAIL"
     rows = [
         (s1, f"{tot['docs']:,} documents, {tot['tokens'] / 1e6:.1f}M DeepSeek tokens in the recipe's shares (max "
              f"deviation {tot['max_abs_deviation_pp']:.2f} pp); {tot['rejects']:,} invalid records and "
              f"{tot['filtered']:,} filtered documents counted, none lost"),
         (s2, f"{dd['docs_in']:,} -> {dd['docs_out']:,} documents ({_pct(dd['dup_rate'], 2)} duplicates across "
-             f"sources), {r.get('contamination_report', 'hits'):,} benchmark hit(s) removed"),
-        (s3, f"{te['vocab_size_final']:,}-token BPE; lossless on {r.get('tokenizer_eval', 'round_trip', 'ours', 'ok'):,} "
+             f"sources), {r.get(CONTAMINATION_REPORT, 'hits'):,} benchmark hit(s) removed"),
+        (s3, f"{te['vocab_size_final']:,}-token BPE; lossless on {r.get(TOKENIZER_EVAL, 'round_trip', 'ours', 'ok'):,} "
              "held-out documents" + (f"; Chinese {zh['ours']['tokens_per_char']:.3f} tokens/char vs DeepSeek-V3's "
                                      f"{zh['deepseek_v3']['tokens_per_char']:.3f}" if zh else "")),
         (s4, f"{pk['blocks']:,} blocks of {pk['seq_len']:,} tokens, {_pct(pk['packing_efficiency'], 2)} packed, "
-             f"{r.get('packing_report', 'shards', 'count')} `.arrow` shards"),
+             f"{r.get(PACKING_REPORT, 'shards', 'count')} `.arrow` shards"),
         (s5, f"{st['steps']['last']} steps on {st['device']}: loss {st['loss']['first']:.2f} -> {st['loss']['last']:.2f}, "
              f"validation {st['val']['first']:.2f} -> {st['val']['last']:.2f}; {passed}"),
     ]
@@ -218,23 +234,25 @@ def withdrawal(r: Reports) -> str:
         w = r.get(f"withdrawals/{path.stem}")
         b, a, rp = w["before"], w["after"], w["repack"]
         blocks = w["location"]["packed_blocks"]
-        shards = w["shards"]["packed"]
+        shards = w["shards"][pipeline.PACKED]
         same = sum(1 for x in shards if x["sha256_before"] == x["sha256_after"])
-        tk = w["tokenizer"]
+        tk = w[pipeline.TOKENIZER]
         v = w["verification"]
         checked = v["checked"]
+        raw_b, raw_a, pk_b, pk_a = b[pipeline.MIXED_RAW], a[pipeline.MIXED_RAW], b[pipeline.PACKED], a[pipeline.PACKED]
+        rows_raw, rows_dedup = checked[f"{pipeline.MIXED_RAW}_rows"], checked[f"{pipeline.MIXED_DEDUP}_rows"]
         out.append(
             f"Ticket `{w['ticket']}` (`{shown(r.dir)}/release_note.md`): {len(w['docs'])} documents -> "
             f"{rp['touched_blocks']} blocks touched in {len(blocks)} of the {len(shards)} shards, the other {same} "
             f"shards byte-identical; {rp['removed_tokens']:,} tokens removed, {rp['moved_tokens']:,} tokens of other "
             f"documents re-packed into {rp['new_blocks']} blocks with {rp['pad_tokens']:,} pad tokens "
-            f"({b['packed']['blocks']:,} -> {a['packed']['blocks']:,} blocks); mixed_raw {b['mixed_raw']['docs']:,} -> "
-            f"{a['mixed_raw']['docs']:,} documents, mix max deviation {b['mixed_raw']['max_abs_deviation_pp']:.3f} -> "
-            f"{a['mixed_raw']['max_abs_deviation_pp']:.3f} pp; tokenizer "
+            f"({pk_b['blocks']:,} -> {pk_a['blocks']:,} blocks); {pipeline.MIXED_RAW} {raw_b['docs']:,} -> "
+            f"{raw_a['docs']:,} documents, mix max deviation {raw_b['max_abs_deviation_pp']:.3f} -> "
+            f"{raw_a['max_abs_deviation_pp']:.3f} pp; tokenizer "
             f"{'retrained' if tk['retrained'] else 'kept'} ({tk['train_docs_withdrawn_total']} of "
             f"{tk['train_docs']:,} training documents, {_pct(tk['share'], 2)}, threshold {_pct(tk['threshold'], 0)}); "
-            f"verification {'PASS' if v['pass'] else 'TRACES FOUND'} over {checked['mixed_raw_rows']:,} + "
-            f"{checked['mixed_dedup_rows']:,} rows, {checked['packed_blocks']:,} blocks and {checked['text_files']} "
+            f"verification {'PASS' if v['pass'] else 'TRACES FOUND'} over {rows_raw:,} + "
+            f"{rows_dedup:,} rows, {checked['packed_blocks']:,} blocks and {checked['text_files']} "
             f"text files." + _trained(w.get("training")))
     return "\n\n".join(out) + "\n"
 
@@ -255,18 +273,18 @@ def _trained(training: dict[str, Any] | None) -> str:
 
 def certificate(r: Reports) -> str:
     """The run's recall certificate (``certificate.json``, stage 2 with ``canaries.enabled``)."""
-    if not (r.dir / pipeline.report("certificate.json")).is_file():
+    if not r.path(CERTIFICATE).is_file():
         return f"No certificate in `{shown(r.dir)}/` (the run had `canaries.enabled: false`).\n"
-    steps = r.get("certificate", "steps")
+    steps = r.get(CERTIFICATE, "steps")
     rows = ["| step | verdict | must catch | caught | recall (95% CI) | controls | false removals |",
             "|---|---|---:|---:|---|---:|---:|"]
     for step, s in steps.items():
         rec = "—" if s["recall"] is None else f"{s['recall']:.3f} [{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]"
         rows.append(f"| {step} | {s['verdict']} | {s['should_catch']} | {s['caught']} | {rec} | {s['controls']} | "
                     f"{s['false_removals']} |")
-    return (f"Recall certificate of the demo run (`{shown(r.dir)}/certificate.md`): "
-            f"**{'PASS' if r.get('certificate', 'passed') else 'FAIL'}**, "
-            f"{r.get('certificate', 'canaries'):,} canaries checked in {r.get('certificate', 'wall_s')} s.\n\n"
+    return (f"Recall certificate of the demo run (`{shown(r.dir)}/{CERTIFICATE_MD}`): "
+            f"**{'PASS' if r.get(CERTIFICATE, 'passed') else 'FAIL'}**, "
+            f"{r.get(CERTIFICATE, 'canaries'):,} canaries checked in {r.get(CERTIFICATE, 'wall_s')} s.\n\n"
             + "\n".join(rows) + "\n")
 
 

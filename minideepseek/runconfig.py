@@ -22,8 +22,9 @@ T = TypeVar("T")
 
 # Sections a config file may hold. Stages that do not exist yet are not listed: their keys are
 # errors until the stage lands, so a config never carries settings that nothing reads.
-KNOWN_SECTIONS = ("run", "sources", "extract", "sampler", "dedup", "decontam", "canaries", "tokenizer", "pack", "train",
-                  "withdraw", "demo_corpus")
+KNOWN_SECTIONS = ("run", "sources", "extract", "sampler", "dedup", "decontam", "canaries",
+                  "tokenizer",  # not-an-artifact: the config section of that name
+                  "pack", "train", "withdraw", "demo_corpus")
 
 # Pairs of keys of which a config sets exactly one. Setting one with --set drops the other from the
 # YAML, so `--set sampler.target_docs=2000` works on a config written with target_tokens.
@@ -128,7 +129,8 @@ def load_stage_config(cls: type[T], path: str | Path, overrides: list[str] | Non
 
 
 # The figures that size a run, by section: the INFO digest names those the stage's config has.
-_TARGETS = (("sampler", ("target_docs", "target_tokens")), ("dedup", ("threshold",)), ("tokenizer", ("vocab_size",)),
+_TARGETS = (("sampler", ("target_docs", "target_tokens")), ("dedup", ("threshold",)),
+            ("tokenizer", ("vocab_size",)),  # not-an-artifact: the config section
             ("pack", ("seq_len",)), ("train", ("max_steps", "n_layer", "d_model")))
 
 

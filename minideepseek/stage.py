@@ -182,7 +182,7 @@ def _upstream_closure(run_dir: Path, man: dict[str, Any]) -> list[str]:
 class StageRun:
     """Drives one stage run under the contract.
 
-    >>> run = StageRun("mix_sampler", "mixed_raw", run_dir, cfg, inputs, schema_version=1)
+    >>> run = StageRun("mix_sampler", MIXED_RAW, run_dir, cfg, inputs, schema_version=1)
     >>> if run.up_to_date() and not force: return run.existing
     >>> tmp = run.begin(); ...write files into tmp...; run.commit(counters={...})
     """
@@ -385,7 +385,7 @@ class ArtifactEdit:
     point leaves the old or the new artifact, never a mix. An artifact whose manifest already lists
     the edit is done: a resumed edit skips it and reads back what the first run recorded.
 
-    >>> ed = ArtifactEdit(run_dir, "mixed_raw", ticket)
+    >>> ed = ArtifactEdit(run_dir, MIXED_RAW, ticket)
     >>> got = ed.begin()
     >>> if got is None: return ed.recorded()
     >>> man, tmp = got; ...write the edited files into tmp...; ed.commit(man, tmp, entry, counters, {...})

@@ -24,6 +24,8 @@ from .runconfig import RunConfig, load_yaml
 from .sampling.report import verdict_line
 from .sizing import markdown_lines as sizing_lines
 
+CERTIFICATE_MD, MIXTURE_MD = pipeline.report("certificate.md"), pipeline.report("mixture.md")
+
 
 def _load(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
@@ -53,21 +55,21 @@ def figures(run: RunConfig) -> dict[str, Any]:
         out["dedup"] = {"docs_in": dd["docs_in"], "docs_out": dd["docs_out"], "removed": dd["removed"],
                         "dup_rate": dd["dup_rate"]}
     cert = _load(rep / pipeline.report("certificate.json"))
-    if cert and (read_manifest(rd / "mixed_dedup") or {}).get("certificate"):  # not one left by an earlier run
+    if cert and (read_manifest(rd / pipeline.MIXED_DEDUP) or {}).get("certificate"):  # not one left by an earlier run
         out["certificate"] = {"passed": cert["passed"], "line": cert["line"], "canaries": cert["canaries"],
                               "steps": {s: {k: v[k] for k in ("verdict", "should_catch", "caught", "recall", "ci95",
                                                               "controls", "false_removals", "floor")}
                                         for s, v in cert["steps"].items()}}
     tk = _load(rep / pipeline.report("tokenizer_eval.json"))
     if tk:
-        out["tokenizer"] = {"vocab": tk["vocab_size_final"], "target": tk["vocab_size_target"],
+        out[pipeline.TOKENIZER] = {"vocab": tk["vocab_size_final"], "target": tk["vocab_size_target"],
                             "round_trip": tk["round_trip"].get("ours")}
     pk = _load(rep / pipeline.report("packing_report.json"))
     if pk:
         out["packing"] = {k: pk.get(k) for k in ("blocks", "tokens_in_blocks", "packing_efficiency", "seq_len")}
     st = _load(rep / pipeline.report("smoke_train.json"))
     if st:
-        out["smoke_train"] = smoke_train_figures(st)
+        out[pipeline.SMOKE_TRAIN] = smoke_train_figures(st)
     mx = _load(rep / pipeline.report("mixture.json"))  # the per-source mixture sampler's report (pack.by_source data)
     if mx:
         out["mixture"] = {"max_phase_deviation_pp": mx["max_phase_deviation_pp"], "phases": len(mx["phases"]),
@@ -76,7 +78,7 @@ def figures(run: RunConfig) -> dict[str, Any]:
                                      for n, e in mx["epochs"].items()}}
     # from the artifact, not the report folder: a committed example release note must not be claimed by
     # a fresh run that withdrew nothing
-    raw = read_manifest(rd / "mixed_raw") or {}
+    raw = read_manifest(rd / pipeline.MIXED_RAW) or {}
     tickets = [w["ticket"] for w in raw.get("withdrawals", [])]
     demo_warnings = demo_corpus_warnings(raw)
     if demo_warnings:
@@ -131,10 +133,10 @@ def markdown(f: dict[str, Any]) -> str:
                      f"{100 * d['dup_rate']:.2f}%")
     if "certificate" in f:
         c = f["certificate"]
-        lines.append(f"- recall certificate ([certificate.md](certificate.md)): {'' if c['passed'] else '**'}"
+        lines.append(f"- recall certificate ([{CERTIFICATE_MD}]({CERTIFICATE_MD})): {'' if c['passed'] else '**'}"
                      f"{c['line']}{'' if c['passed'] else '**'} ({c['canaries']:,} canaries, none written)")
-    if "tokenizer" in f:
-        t = f["tokenizer"]
+    if pipeline.TOKENIZER in f:
+        t = f[pipeline.TOKENIZER]
         rt = t.get("round_trip") or {}
         rt_s = f"{rt['ok']:,}/{rt['docs']:,} held-out docs" if "ok" in rt and "docs" in rt else "n/a"
         lines.append(f"- tokenizer: vocab {t['vocab']:,} (target {t['target']:,}); round trip {rt_s}")
@@ -143,8 +145,8 @@ def markdown(f: dict[str, Any]) -> str:
         eff = "n/a" if pk.get("packing_efficiency") is None else f"{100 * pk['packing_efficiency']:.2f}%"
         lines.append(f"- packing: {_num(pk.get('blocks'))} blocks of {_num(pk.get('seq_len'))} tokens = "
                      f"{_num(pk.get('tokens_in_blocks'))} tokens, efficiency {eff}")
-    if "smoke_train" in f:
-        t = f["smoke_train"]
+    if pipeline.SMOKE_TRAIN in f:
+        t = f[pipeline.SMOKE_TRAIN]
         verdict = {True: "PASS", False: "FAIL", None: "n/a"}[t["passed"]]
         failed = f" (failed: {', '.join(t['failed_criteria'])})" if t["failed_criteria"] else ""
         lines.append(f"- smoke train: {_num(t['steps'])} steps, loss {_num(t['loss_first'], '.3f')} -> "
@@ -153,7 +155,7 @@ def markdown(f: dict[str, Any]) -> str:
                      f"{verdict}{failed}")
     if "mixture" in f:
         m = f["mixture"]
-        lines.append(f"- training mixture ([mixture.md](mixture.md)): {m['phases']} phase(s), realized share within "
+        lines.append(f"- training mixture ([{MIXTURE_MD}]({MIXTURE_MD})): {m['phases']} phase(s), realized share within "
                      f"{m['max_phase_deviation_pp']} pp of the schedule per phase, {m['window_max_pp']} pp per window "
                      f"(bound {m['window_bound_pp']} pp)")
         lines += ["", "| source | unique tokens U | planned epochs w·D/U | consumed epochs | > 4 epochs |",

@@ -153,25 +153,64 @@ def test_config_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert len(calls) == 2
 
 
-def test_clients_name_stage_reports_through_the_registry() -> None:
-    """A client (summary, dashboard, bill, withdrawal, README figures, export) names a stage's report only
-    through ``pipeline.report``: a report a stage renames or stops publishing then fails at the client's
-    import instead of leaving an empty panel. A literal report name anywhere else in a client is caught."""
-    import re
+# A line may spell a registry name when the literal means something else of the same name (the
+# ``tokenizer:`` config section): it says so with this marker and a reason.
+NOT_AN_ARTIFACT = "# not-an-artifact:"
+# crossdedup/planted.py builds a planted stage-1 artifact by hand; the package is being restructured
+# on another branch (issue 32), so its spelling of mixed_raw is allowed here until that lands.
+PENDING = {("minideepseek/crossdedup/planted.py", pipeline.MIXED_RAW)}
 
-    from minideepseek import pipeline
 
-    names = {r for s in pipeline.STAGES for r in s.reports if r.endswith(".json")}
-    clients = [ROOT / "minideepseek" / f for f in ("summary.py", "bill.py", "readme_figures.py")]
-    clients += [p for pkg in pipeline.CLIENT_PACKAGES for p in (ROOT / "minideepseek" / pkg).rglob("*.py")]
+def registry_name_literals(root: Path) -> list[str]:
+    """``file:line: name`` for every quoted literal of a stage's artifact or report file name in
+    ``root/minideepseek/**/*.py``, outside pipeline.py and the package of the stage that owns it. A client
+    reads them through the registry (``pipeline.PACKED``, ``pipeline.stage(...).artifact``,
+    ``pipeline.report("x.json")``: the checked lookup, which fails at import when the stage renames it)."""
+    owner = {s.artifact: s.package for s in pipeline.STAGES}
+    owner.update({r: s.package for s in pipeline.STAGES for r in s.reports})
+    alts = "|".join(re.escape(n) for n in sorted(owner, key=len, reverse=True))
+    literal = re.compile(rf"""(['"])({alts})\1""")
+    pkg_dir = root / "minideepseek"
     bad = []
-    for path in clients:
+    for path in sorted(pkg_dir.rglob("*.py")):
+        rel = path.relative_to(pkg_dir)
+        if rel == Path("pipeline.py"):
+            continue
+        package = rel.parts[0] if len(rel.parts) > 1 else None
+        shown = path.relative_to(root).as_posix()
         for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            for name in names:
-                for m in re.finditer(re.escape(f'"{name}"'), line):
-                    if not line[:m.start()].endswith("pipeline.report("):
-                        bad.append(f"{path.relative_to(ROOT)}:{i}: {name}")
-    assert not bad, "report names a client spells out instead of pipeline.report(...):\n" + "\n".join(bad)
+            if NOT_AN_ARTIFACT in line:
+                continue
+            for m in literal.finditer(line):
+                name = m.group(2)
+                if owner[name] == package or (shown, name) in PENDING:
+                    continue
+                if name in pipeline.artifacts() or not line[:m.start()].endswith("pipeline.report("):
+                    bad.append(f"{shown}:{i}: {name}")
+    return bad
+
+
+def test_only_the_registry_and_the_owner_name_an_artifact_or_report() -> None:
+    """No file outside pipeline.py and the owning stage package spells a stage's artifact directory or
+    report file name: renaming one in the registry then renames it everywhere (issue 32)."""
+    bad = registry_name_literals(ROOT)
+    assert not bad, ("artifact or report names spelled outside the registry and their owner (use pipeline.PACKED, "
+                     "pipeline.stage(...).artifact, pipeline.report(...)):\n" + "\n".join(bad))
     with pytest.raises(KeyError, match="no stage publishes"):
         pipeline.report("source_mixture.json")
     assert pipeline.report_owner("certificate.json").name == "cross_source_dedup"
+
+
+def test_registry_name_scan_finds_a_literal(tmp_path: Path) -> None:
+    """The scan sees an artifact path spelled by a client, a report named outside pipeline.report, and lets
+    the owner and the marked config section pass."""
+    pkg = tmp_path / "minideepseek"
+    (pkg / "export").mkdir(parents=True)
+    (pkg / "packing").mkdir()
+    (pkg / "export" / "megatron.py").write_text('a = run_dir / "mixed_raw"\nb = f"{run_dir / \'packed\'}"\n'
+                                                'c = rep / "dedup_report.json"\nd = pipeline.report("dedup_report.json")\n'
+                                                'e = cfg.get("tokenizer")  # not-an-artifact: the config section\n')
+    (pkg / "packing" / "stage.py").write_text('out = run_dir / "packed" / "packing_report.json"\n')
+    assert registry_name_literals(tmp_path) == ["minideepseek/export/megatron.py:1: mixed_raw",
+                                                "minideepseek/export/megatron.py:2: packed",
+                                                "minideepseek/export/megatron.py:3: dedup_report.json"]

@@ -19,6 +19,8 @@ from ..artifact import CorruptArtifactError, read_manifest
 from ..config import ConfigError
 from ..fsio import sha256_file
 
+SOURCE_MIX_JSON = pipeline.report("source_mix.json")  # its absence: not a run's report directory
+
 
 def _load(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
@@ -66,9 +68,9 @@ def collect(report_dir: Path, data_dir: Path | None = None) -> dict[str, Any]:
     With artifacts, every report is first checked against its stage's manifest (``verify_reports``)."""
     report_dir = Path(report_dir)
     verified = verify_reports(report_dir, data_dir)
-    mix = _load(report_dir / pipeline.report("source_mix.json"))
+    mix = _load(report_dir / SOURCE_MIX_JSON)
     if mix is None:
-        raise ConfigError(f"{report_dir}/source_mix.json not found: not a run's report directory; run "
+        raise ConfigError(f"{report_dir / SOURCE_MIX_JSON} not found: not a run's report directory; run "
                           f"`bash run_pipeline.sh` for it first, or pass reports/<run> of a finished run")
     run = {"name": mix.get("run", report_dir.name), "dir": str(report_dir), "seed": mix.get("seed"), "sources": {}}
     for r in mix["sources"]:
@@ -87,7 +89,7 @@ def collect(report_dir: Path, data_dir: Path | None = None) -> dict[str, Any]:
         run["profile_overall"] = _profile_entry(prof["overall"]) if prof["overall"].get("docs") else {}
     tk = _load(report_dir / pipeline.report("tokenizer_eval.json"))
     if tk:
-        run["tokenizer"] = {"vocab": tk["vocab_size_final"], "per_source": {
+        run[pipeline.TOKENIZER] = {"vocab": tk["vocab_size_final"], "per_source": {
             s: {name: m["tokens_per_char"] for name, m in by.items()} for s, by in tk["per_source"].items()}}
     pk = _load(report_dir / pipeline.report("packing_report.json"))
     if pk:
@@ -107,7 +109,7 @@ def collect(report_dir: Path, data_dir: Path | None = None) -> dict[str, Any]:
             run["certificate"][f"{step}_recall"] = cert["steps"][step]["recall"]
     st = _load(report_dir / pipeline.report("smoke_train.json"))
     if st:
-        run["smoke_train"] = {"loss_last": st["loss"]["last"], "val_last": st["val"]["last"],
+        run[pipeline.SMOKE_TRAIN] = {"loss_last": st["loss"]["last"], "val_last": st["val"]["last"],
                               "passed": all(c["ok"] for c in st.get("criteria", {}).values() if isinstance(c, dict))}
     run["wall_s"] = _wall_times(report_dir, data_dir)
     run["reports_verified"] = verified  # reports checked against their artifacts' manifests (0: no artifacts)
@@ -119,7 +121,7 @@ def _certified(data_dir: Path | None) -> bool:
     (a later run without them leaves the earlier certificate in the report folder)."""
     if data_dir is None:
         return True
-    man = read_manifest(Path(data_dir) / "mixed_dedup")
+    man = read_manifest(Path(data_dir) / pipeline.MIXED_DEDUP)
     return man is None or "certificate" in man
 
 

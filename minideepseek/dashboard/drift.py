@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .. import pipeline
 from ..config import ConfigError, require
 
 
@@ -98,7 +99,7 @@ def drift_flags(a: dict[str, Any], b: dict[str, Any], th: Thresholds) -> list[di
         d = 100 * (lb.get(lang, 0.0) - la.get(lang, 0.0))
         if abs(d) > th.lang_share_pp:
             flags.append(_flag("lang_share", lang, la.get(lang, 0.0), lb.get(lang, 0.0), f"language share {d:+.2f} pp"))
-    ta, tb = a.get("tokenizer"), b.get("tokenizer")
+    ta, tb = a.get(pipeline.TOKENIZER), b.get(pipeline.TOKENIZER)
     if ta and tb:
         for s in sorted(set(ta["per_source"]) & set(tb["per_source"])):
             x, y = ta["per_source"][s].get("ours"), tb["per_source"][s].get("ours")
@@ -109,7 +110,7 @@ def drift_flags(a: dict[str, Any], b: dict[str, Any], th: Thresholds) -> list[di
     if ka and kb and ka["shard_bytes"] and kb["shard_bytes"]:
         x, y = max(ka["shard_bytes"]), max(kb["shard_bytes"])
         if _rel(x, y) > th.shard_bytes_rel or len(ka["shard_bytes"]) != len(kb["shard_bytes"]):
-            flags.append(_flag("shards", "packed", [len(ka["shard_bytes"]), x], [len(kb["shard_bytes"]), y],
+            flags.append(_flag("shards", pipeline.PACKED, [len(ka["shard_bytes"]), x], [len(kb["shard_bytes"]), y],
                                f"{len(ka['shard_bytes'])} shards (max {x / 2**20:.2f} MiB) -> {len(kb['shard_bytes'])} "
                                f"(max {y / 2**20:.2f} MiB)"))
     ca, cb = a.get("contamination_hits"), b.get("contamination_hits")

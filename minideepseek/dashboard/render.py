@@ -6,6 +6,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from .. import pipeline
+
 COLORS = ("#3b6fb6", "#e07b39", "#4c9a5b", "#a05195")
 
 
@@ -82,7 +84,7 @@ def charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     per_source("Median document length (chars, after dedup)", ("profile", "{s}", "p50"), fmt="{:,.0f}")
     per_source("Code documents per source", ("profile", "{s}", "code"), 100, "{:.1f}", "%")
     per_source("Math documents per source", ("profile", "{s}", "math"), 100, "{:.1f}", "%")
-    tok = {n: [_get(r, ("tokenizer", "per_source", s, "ours")) for s in sources] for n, r in zip(names, runs)}
+    tok = {n: [_get(r, (pipeline.TOKENIZER, "per_source", s, "ours")) for s in sources] for n, r in zip(names, runs)}
     out.append(("Tokenizer compression on held-out text (our tokens/char; lower is better)",
                 bar_chart("Our tokens per character, held-out, per domain", sources, tok, "{:.3f}")))
     langs = list(dict.fromkeys(k for r in runs for k in list(_get(r, ("profile_overall", "lang")) or {})[:6]))
@@ -113,14 +115,14 @@ def charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
 _ROWS = (("documents (stage 1)", ("totals", "docs"), "{:,}"), ("DeepSeek tokens (stage 1)", ("totals", "tokens"), "{:,}"),
          ("mix max deviation (pp)", ("totals", "max_abs_deviation_pp"), "{:.3f}"),
          ("dedup rate", ("dedup", "rate"), "{:.4f}"), ("documents after dedup", ("dedup", "docs_out"), "{:,}"),
-         ("tokenizer vocab", ("tokenizer", "vocab"), "{:,}"), ("packed blocks", ("packing", "blocks"), "{:,}"),
+         ("tokenizer vocab", (pipeline.TOKENIZER, "vocab"), "{:,}"), ("packed blocks", ("packing", "blocks"), "{:,}"),
          ("packing efficiency", ("packing", "efficiency"), "{:.5f}"), ("pad tokens", ("packing", "pad_tokens"), "{:,}"),
          ("contamination hits", ("contamination_hits",), "{:,}"),
          ("certificate: near-dup recall", ("certificate", "near_recall"), "{:.3f}"),
          ("certificate: decontamination recall", ("certificate", "decontamination_recall"), "{:.3f}"),
          ("certificate: false removals", ("certificate", "false_removals"), "{:,}"),
-         ("smoke-train last loss", ("smoke_train", "loss_last"), "{:.3f}"),
-         ("smoke-train last val loss", ("smoke_train", "val_last"), "{:.3f}"))
+         ("smoke-train last loss", (pipeline.SMOKE_TRAIN, "loss_last"), "{:.3f}"),
+         ("smoke-train last val loss", (pipeline.SMOKE_TRAIN, "val_last"), "{:.3f}"))
 
 
 def _fmt(fmt: str, v: Any) -> str:

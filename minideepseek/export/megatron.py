@@ -45,7 +45,7 @@ INT32_CODE = 4
 
 def _source_map(run_dir: Path) -> dict[str, str]:
     out: dict[str, str] = {}
-    for path in shard_paths(run_dir / "mixed_dedup"):
+    for path in shard_paths(run_dir / MIXED_DEDUP):
         with pa.memory_map(str(path)) as mm:
             for b in pa.ipc.open_stream(mm):
                 out.update(zip(b.column("id").to_pylist(), b.column("source").to_pylist()))
@@ -97,11 +97,11 @@ def export_megatron(run_dir: Path, out_dir: Path) -> dict[str, Any]:
     # file and the rebuild command, never exported
     mans = verify_before_use(run_dir, (MIXED_RAW, MIXED_DEDUP, PACKED), required=(MIXED_DEDUP, PACKED))
     src_of = _source_map(run_dir)
-    blocks, parts = _parts(run_dir / "packed")
+    blocks, parts = _parts(run_dir / PACKED)
     by_src: dict[str, list[str]] = {}
     for d in sorted(parts):
         if d not in src_of:
-            raise ConfigError(f"document {d} in {run_dir / 'packed'} is not in mixed_dedup: the packed data is "
+            raise ConfigError(f"document {d} in {run_dir / PACKED} is not in {MIXED_DEDUP}: the packed data is "
                               f"stale; rerun pack_shuffle.py")
         by_src.setdefault(src_of[d], []).append(d)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -117,7 +117,7 @@ def export_megatron(run_dir: Path, out_dir: Path) -> dict[str, Any]:
                  f"{blend['sources'][name]['tokens']:,}")
     total = sum(v["recipe_weight"] or 0.0 for v in blend["sources"].values())
     if total <= 0:
-        raise ConfigError(f"{run_dir / 'mixed_raw'} records no recipe weights for {sorted(by_src)}")
+        raise ConfigError(f"{run_dir / MIXED_RAW} records no recipe weights for {sorted(by_src)}")
     for v in blend["sources"].values():
         v["weight"] = round((v["recipe_weight"] or 0.0) / total, 6)
     blend["data_path"] = " ".join(f"{v['weight']} {v['prefix']}" for v in blend["sources"].values() if v["weight"] > 0)
@@ -129,7 +129,7 @@ def export_megatron(run_dir: Path, out_dir: Path) -> dict[str, Any]:
 def read_doc_tokens(run_dir: Path) -> dict[str, tuple[str, list[int]]]:
     """Every packed document's tokens (source, ids): what the export must round-trip (tests)."""
     src_of = _source_map(run_dir)
-    blocks, parts = _parts(run_dir / "packed")
+    blocks, parts = _parts(run_dir / PACKED)
     return {d: (src_of[d], np.concatenate([blocks[k][row, s:e] for _, k, row, s, e in p]).tolist())
             for d, p in parts.items()}
 

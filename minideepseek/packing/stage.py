@@ -25,7 +25,7 @@ from ..fastbpe import encoder_summary, use_encoder
 from ..fsio import write_json_atomic, write_text_atomic
 from ..invocation import Command
 from ..mapped import MappedArrow
-from ..pipeline import MIXED_DEDUP, TOKENIZER, producer
+from ..pipeline import MIXED_DEDUP, MIXED_RAW, TOKENIZER, producer
 from ..provenance import peak_rss_mb
 from ..rng import rng_for
 from ..sizing import Sizing
@@ -108,13 +108,13 @@ def resize_reason(stats: Any, pc: PackConfig) -> str | None:
 
 def recipe_weights(run_dir: Path) -> dict[str, float]:
     """The recipe's source weights, from the config stage 1 recorded in mixed_raw's manifest."""
-    man = read_manifest(run_dir / "mixed_raw") or {}
+    man = read_manifest(run_dir / MIXED_RAW) or {}
     return {s["name"]: float(s["weight"]) for s in man.get("config", {}).get("sources", [])}
 
 
 def stage1_target(run_dir: Path) -> dict[str, Any] | None:
     """What stage 1's quota counted, from its manifest: the report compares shares against it."""
-    sampler = ((read_manifest(run_dir / "mixed_raw") or {}).get("config") or {}).get("sampler") or {}
+    sampler = ((read_manifest(run_dir / MIXED_RAW) or {}).get("config") or {}).get("sampler") or {}
     for unit in ("docs", "tokens"):
         if sampler.get(f"target_{unit}"):
             return {"unit": unit, "value": sampler[f"target_{unit}"]}

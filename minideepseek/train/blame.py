@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import pipeline
 from ..arrow_io import shard_paths
 from ..config import ConfigError
 from ..mdsafe import md_code, md_text
@@ -109,7 +110,7 @@ def _untrained_reason(rp: Replay, blk: int, w: int) -> str | None:
 
 
 def _tail_docs(run_dir: Path) -> dict[str, list[str]]:
-    rep = run_dir / PACKED / "packing_report.json"
+    rep = run_dir / PACKED / pipeline.report("packing_report.json")
     return json.loads(rep.read_text(encoding="utf-8")).get("tail_docs", {}) if rep.is_file() else {}
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..config import ConfigError
 from ..fsio import write_json_atomic, write_text_atomic
+from ..pipeline import TOKENIZER
 
 EXIT_MISMATCH = 4
 
@@ -67,7 +68,7 @@ def blame_main(args: argparse.Namespace, report_dir: Path, data_dir: Path | None
 
 
 def _tokenizer(run_dir: Path) -> Any:
-    path = run_dir / "tokenizer" / "tokenizer.json"
+    path = run_dir / TOKENIZER / "tokenizer.json"
     if not path.is_file():
         return None
     from tokenizers import Tokenizer

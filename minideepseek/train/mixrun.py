@@ -23,7 +23,7 @@ from .mixture import MixtureSampler, epochs_table
 
 log = logging.getLogger(__name__)
 
-MIXTURE_FILES = tuple(r for r in pipeline.stage("smoke_train").reports if r.startswith("mixture."))  # the registry's
+MIXTURE_FILES = tuple(r for r in pipeline.stage(pipeline.SMOKE_TRAIN).reports if r.startswith("mixture."))  # the registry's
 WARN_EPOCHS = 4.0  # seed 003 §五.1: past ~4 epochs repetition starts to cost (data-constrained regime)
 
 
@@ -58,7 +58,7 @@ def build_mixture(tc: TrainConfig, plan: SamplePlan, packed: dict[str, Any], run
         rec = {n: w for n, w in recipe_weights(run_dir).items() if n in table and len(sources[n])}
         total = sum(rec.values())
         if not total:
-            raise ConfigError(f"{run_dir / 'mixed_raw'} records no recipe weights for {names}; set train.mixture")
+            raise ConfigError(f"{run_dir / pipeline.MIXED_RAW} records no recipe weights for {names}; set train.mixture")
         weights = {n: w / total for n, w in rec.items()}
         weights[max(weights)] += 1.0 - sum(weights.values())  # exact sum 1 after the division
         schedule = [(1.0, weights)]

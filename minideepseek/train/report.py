@@ -144,7 +144,7 @@ def _mfu_line(th: dict[str, Any]) -> str:
 
 def report_markdown(r: dict[str, Any]) -> str:
     b, m, c = r["batch"], r["model"], r["criteria"]
-    th = r["throughput"]
+    th, tk = r["throughput"], r[pipeline.TOKENIZER]
     rows = [
         ("数据目录 data dir", f"`{r['data_dir']}` ({r['data']['blocks']:,} blocks, {r['data']['shards']} shard(s), "
                             f"fingerprint `{r['data']['fingerprint'][:12]}`)"),
@@ -155,8 +155,8 @@ def report_markdown(r: dict[str, Any]) -> str:
         ("模型规模 model", f"{m['params']['total']:,} parameters ({m['params']['embedding']:,} tied embedding + "
                         f"{m['params']['non_embedding']:,} other); {m['n_layer']} layers, d_model {m['d_model']}, "
                         f"{m['n_head']} heads; a smoke-test model, not comparable to DeepSeek-V3 (671B)"),
-        ("tokenizer", f"`{r['tokenizer']['path']}` (vocab {r['tokenizer']['vocab_size']:,}, fingerprint "
-                      f"`{r['tokenizer']['fingerprint'][:12]}`, the one the packed data was built with)"),
+        (pipeline.TOKENIZER, f"`{tk['path']}` (vocab {tk['vocab_size']:,}, fingerprint "
+                             f"`{tk['fingerprint'][:12]}`, the one the packed data was built with)"),
         ("step 范围 steps", f"{r['steps']['first']}-{r['steps']['last']} of {r['steps']['max_steps']}"
                          + (f" (resumed at step {r['steps']['resumed_from']})" if r['steps']['resumed_from'] else "")),
         ("loss 曲线 loss", f"first {_fmt(r['loss']['first'])}, last {_fmt(r['loss']['last'])}, min "
@@ -170,8 +170,8 @@ def report_markdown(r: dict[str, Any]) -> str:
                      + (f"; mask on {th['mask_bench']['with_mask']:,.0f} vs off {th['mask_bench']['without_mask']:,.0f}"
                         if th.get("mask_bench") else "") + _mfu_line(th)),
         ("peak memory", f"{r['memory']['peak_mb']:,.0f} MB ({r['memory']['kind']}" + _heap_note(r["memory"]) + ")"),
-        ("样本解码 decodes", f"{len(r['samples']['packed'])} packed training samples + {len(r['samples']['generated'])} "
-                          f"model generations (below)"),
+        ("样本解码 decodes", f"{len(r['samples'][pipeline.PACKED])} packed training samples + "
+                          f"{len(r['samples']['generated'])} model generations (below)"),
         ("失败样本处理 failures", "see *Failure handling* below"),
     ]
     out = [f"# Smoke training: {r['run']}", "",
@@ -200,7 +200,7 @@ def report_markdown(r: dict[str, Any]) -> str:
                 + (f"; the dense SDPA mask instead of FlexAttention: {mb['dense_mask']:,.0f} tokens/s"
                    if "dense_mask" in mb else "") + "."]
     out += ["", "## Decoded packed samples (first 200 tokens; ⟦EOT⟧ = <|endoftext|>)", ""]
-    for s in r["samples"]["packed"]:
+    for s in r["samples"][pipeline.PACKED]:
         out += [f"**sample {s['sample']}** (block {s['block']}, window {s['window']}, {s['documents_in_window']} "
                 f"document(s) in the window)", "", "```text", s["text"].replace("```", "'''"), "```", ""]
     out += ["## Model generations", ""]

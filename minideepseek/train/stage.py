@@ -130,8 +130,8 @@ def _train_and_write(cfg: TrainStageConfig, stage: StageRun, packed: dict[str, A
              "on %s, %s thread(s) each, %s, %s attention%s", STAGE, f"{blocks.num_blocks:,}", f"{blocks.seq_len:,}",
              run_dir / PACKED, f"{len(plan.train_samples):,}", tc.seq_len, tc.val_blocks, f"{vocab:,}", env.world,
              env.device, threads, "bf16 autocast" if amp else "float32", attention, ", compiled" if compiled else "")
-    identity = {"config_hash": stage.config_hash, "packed": packed["fingerprint"],
-                "tokenizer": tok_man["fingerprint"], "world_size": env.world}
+    identity = {"config_hash": stage.config_hash, PACKED: packed["fingerprint"],
+                TOKENIZER: tok_man["fingerprint"], "world_size": env.world}
     ckpts = Checkpoints(run_dir / f"{ARTIFACT}.ckpt", identity)
     t0 = time.time()
     mixture = build_mixture(tc, plan, packed, run_dir, env.world)
@@ -239,7 +239,7 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
                   "global_sequences": tc.micro_batch * tc.grad_accum * env.world, "global_tokens": gtok},
         "model": {"n_layer": tc.n_layer, "d_model": tc.d_model, "n_head": tc.n_head, "params": res.model.num_params(),
                   "d_ff": res.model.cfg.d_ff},
-        "tokenizer": {"path": str(tok_path), "vocab_size": plan.vocab_size, "fingerprint": tok_man["fingerprint"]},
+        TOKENIZER: {"path": str(tok_path), "vocab_size": plan.vocab_size, "fingerprint": tok_man["fingerprint"]},
         "steps": {"first": 1 if res.history else 0, "last": res.step, "max_steps": tc.max_steps,
                   "resumed_from": res.resumed_from},
         "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None,
@@ -257,7 +257,7 @@ def build_report(cfg: TrainStageConfig, stage: StageRun, res: TrainResult, plan:
         "memory": {"peak_mb": max((h["mem_mb"] for h in res.history), default=peak_rss_mb()),
                    "kind": "torch.cuda.max_memory_allocated" if env.device.type == "cuda" else "peak RSS (ru_maxrss)",
                    "peak_rss_mb": peak_rss_mb(), "counts": MEMORY_COUNTS, "heap": res.heap},
-        "samples": {"packed": packed_dec, "generated": gens},
+        "samples": {PACKED: packed_dec, "generated": gens},
         "criteria": criteria(res.history, val, res.status),
         "config": to_plain(tc),
     }

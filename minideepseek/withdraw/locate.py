@@ -105,7 +105,7 @@ class Location:
 
     def to_json(self) -> dict[str, Any]:
         return {"datasets": self.datasets, "packed_blocks": self.packed_blocks, "packed_parts": self.packed_parts,
-                "tokenizer": {"train": self.tokenizer_train, "heldout": self.tokenizer_heldout,
+                pipeline.TOKENIZER: {"train": self.tokenizer_train, "heldout": self.tokenizer_heldout,
                               "train_total": self.tokenizer_train_total},
                 "packing_tail": self.tail_docs}
 

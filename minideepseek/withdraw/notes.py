@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..mdsafe import md_code, md_text
-from ..pipeline import MIXED_DEDUP, MIXED_RAW, PACKED
+from ..pipeline import MIXED_DEDUP, MIXED_RAW, PACKED, SMOKE_TRAIN, TOKENIZER
 
 # the artifacts whose text verification scans (the tokenizer holds ids of a sample, the model weights)
 TEXT_ARTIFACTS = (MIXED_RAW, MIXED_DEDUP, PACKED)
@@ -17,21 +17,21 @@ def _pct(x: float | None) -> str:
 
 
 def _figures_table(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    rows = [("mixed_raw documents", ("mixed_raw", "docs")), ("mixed_raw DeepSeek tokens", ("mixed_raw", "tokens")),
-            ("mix max deviation (pp)", ("mixed_raw", "max_abs_deviation_pp")),
-            ("mixed_dedup documents", ("mixed_dedup", "docs")), ("packed documents", ("packed", "docs")),
-            ("packed blocks", ("packed", "blocks")), ("tokens produced (ours)", ("packed", "tokens_produced")),
-            ("tokens in blocks", ("packed", "tokens_in_blocks")), ("dropped tail tokens", ("packed", "dropped_tail_tokens")),
-            ("pad tokens", ("packed", "pad_tokens")), ("packing efficiency", ("packed", "packing_efficiency"))]
+    rows = [(f"{MIXED_RAW} documents", (MIXED_RAW, "docs")), (f"{MIXED_RAW} DeepSeek tokens", (MIXED_RAW, "tokens")),
+            ("mix max deviation (pp)", (MIXED_RAW, "max_abs_deviation_pp")),
+            (f"{MIXED_DEDUP} documents", (MIXED_DEDUP, "docs")), (f"{PACKED} documents", (PACKED, "docs")),
+            (f"{PACKED} blocks", (PACKED, "blocks")), ("tokens produced (ours)", (PACKED, "tokens_produced")),
+            ("tokens in blocks", (PACKED, "tokens_in_blocks")), ("dropped tail tokens", (PACKED, "dropped_tail_tokens")),
+            ("pad tokens", (PACKED, "pad_tokens")), ("packing efficiency", (PACKED, "packing_efficiency"))]
     out = ["| figure | before | after |", "|---|---:|---:|"]
     for label, (a, k) in rows:
         b, c = before.get(a, {}).get(k), after.get(a, {}).get(k)
         fmt = _pct if k == "packing_efficiency" else (lambda v: "—" if v is None else f"{v:,}")
         out.append(f"| {label} | {fmt(b)} | {fmt(c)} |")
-    shares_b = before.get("mixed_raw", {}).get("share_tokens", {})
-    shares_a = after.get("mixed_raw", {}).get("share_tokens", {})
-    ours_b = before.get("packed", {}).get("token_share", {})
-    ours_a = after.get("packed", {}).get("token_share", {})
+    shares_b = before.get(MIXED_RAW, {}).get("share_tokens", {})
+    shares_a = after.get(MIXED_RAW, {}).get("share_tokens", {})
+    ours_b = before.get(PACKED, {}).get("token_share", {})
+    ours_a = after.get(PACKED, {}).get("token_share", {})
     out += ["", "| source | token share stage 1 (DeepSeek) before | after | token share packed (ours) before | after |",
             "|---|---:|---:|---:|---:|"]
     for s in shares_b:
@@ -58,9 +58,9 @@ def _training_lines(training: dict[str, Any] | None) -> list[str]:
 
 
 def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
-    v, tk, loc = r["verification"], r["tokenizer"], r["location"]
+    v, tk, loc = r["verification"], r[TOKENIZER], r["location"]
     verdict = "PASS: no trace in any artifact" if v["pass"] else f"FAIL: {len(v['traces'])} trace(s) remain"
-    shards = r["shards"].get("packed", [])
+    shards = r["shards"].get(PACKED, [])
     changed = [s for s in shards if s["changed"]]
     lines = [f"# Withdrawal {r['ticket']}", "",
              f"Requested by {md_text(r['who']) or '—'} ({md_text(r['why']) or 'no reason given'}); selectors "
@@ -83,7 +83,7 @@ def impact_markdown(r: dict[str, Any], brief: bool = False) -> str:
                 "the request" if tk["retrain_required"] else
                 "vocabulary kept (byte-identical)")
              + f"; {tk['heldout_docs_withdrawn']} held-out document(s) withdrawn",
-             f"- smoke train: {r['smoke_train']}",
+             f"- smoke train: {r[SMOKE_TRAIN]}",
              *_training_lines(r.get("training")),
              f"- verification: **{verdict}** (checked "
              + ", ".join(f"{k} {n:,}" if isinstance(n, int) else f"{k}: {n}" for k, n in v["checked"].items()) + ")"]
@@ -136,8 +136,8 @@ def release_note(records: list[dict[str, Any]]) -> str:
                   + f"; packed: {sum(len(x) for x in r['location']['packed_blocks'].values())} block(s) in "
                   f"{len(r['location']['packed_blocks'])} shard(s)"
                   + (f", dropped tail: {len(r['location']['packing_tail'])}" if r["location"]["packing_tail"] else "")
-                  + f"; tokenizer sample: {r['tokenizer']['train_docs_withdrawn']} train / "
-                  f"{r['tokenizer']['heldout_docs_withdrawn']} held out.", "",
+                  + f"; tokenizer sample: {r[TOKENIZER]['train_docs_withdrawn']} train / "
+                  f"{r[TOKENIZER]['heldout_docs_withdrawn']} held out.", "",
                   f"Verification: {'PASS' if v['pass'] else 'FAIL (' + str(len(v['traces'])) + ' traces)'}.", ""]
         lines += _figures_table(r["before"], r["after"]) + [""]
     return "\n".join(lines) + "\n"

@@ -104,11 +104,11 @@ class Withdrawal:
         if not docs:
             what = ", ".join(f"--{s.kind} {s.value!r}" for s in selectors)
             if dry_run:
-                print(f"no document in {self.run_dir / 'mixed_raw'} matches {what} (dry run: nothing written)")
+                print(f"no document in {self.run_dir / pipeline.MIXED_RAW} matches {what} (dry run: nothing written)")
                 return EXIT_NOT_FOUND
             self.log.append({"event": "not_found", "ticket": t, "selectors": [s.to_json() for s in selectors],
                              "who": who, "why": why, "when": now_utc()})
-            print(f"no document in {self.run_dir / 'mixed_raw'} matches {what}; nothing changed "
+            print(f"no document in {self.run_dir / pipeline.MIXED_RAW} matches {what}; nothing changed "
                   f"(logged as not_found in {self.log.path})")
             return EXIT_NOT_FOUND
         direct = [d for d in docs if d["via"].startswith("selector:")]
@@ -175,8 +175,8 @@ class Withdrawal:
             "in_dedup": in_dedup, "training": training})
 
     def tokenizer(self):  # type: ignore[no-untyped-def]
-        path = self.run_dir / pipeline.TOKENIZER / "tokenizer.json"
-        if read_manifest(self.run_dir / pipeline.TOKENIZER) is None or not path.is_file():
+        path = self.run_dir / TOKENIZER / "tokenizer.json"
+        if read_manifest(self.run_dir / TOKENIZER) is None or not path.is_file():
             return None
         from ..tokenizer.io import load_tokenizer
 
@@ -192,7 +192,7 @@ class Withdrawal:
         # (ticket log, withdrawals/, release note), which verification does not count as a trace. No
         # timestamp either: reports count toward the fingerprint, which must not depend on the clock.
         entry = {"ticket": t, "summary": f"{len(ids)} document(s) withdrawn (see the release note)"}
-        decision = self._retrain_decision(t, loc["tokenizer"])
+        decision = self._retrain_decision(t, loc[TOKENIZER])
         ctx = EditContext(t, ids, bases, entry, docs, decision, before)
         results: dict[str, dict[str, Any]] = {}
         rebuilt: tuple[str, ...] = ()
@@ -233,7 +233,7 @@ class Withdrawal:
         record = {"ticket": t, "selectors": [s.to_json() for s in state.selectors], "who": state.who,
                   "why": state.why, "accepted": state.when, "applied": now_utc(), "docs": docs, "location": loc,
                   "before": before["figures"], "after": figures(self.run_dir), "shards": shards,
-                  "repack": results.get(PACKED, {}).get("repack", {}), "tokenizer": decision, "smoke_train": smoke,
+                  "repack": results.get(PACKED, {}).get("repack", {}), TOKENIZER: decision, SMOKE_TRAIN: smoke,
                   "training": before.get("training"), "verification": result}
         write_json_atomic(self.records / f"{t}.json", record)
         out = self.report_dir / "withdrawals"
@@ -249,7 +249,7 @@ class Withdrawal:
     def _retrain_decision(self, t: str, tk: dict[str, Any]) -> dict[str, Any]:
         """Cumulative: every training document withdrawn since the tokenizer was trained counts
         (many small requests add up), against the size of the sample it was trained on."""
-        man = read_manifest(self.run_dir / pipeline.TOKENIZER) or {"counters": {}, "withdrawals": []}
+        man = read_manifest(self.run_dir / TOKENIZER) or {"counters": {}, "withdrawals": []}
         earlier = sum(w.get("train_docs_withdrawn", 0) for w in man.get("withdrawals", []) if w["ticket"] != t)
         trained_on = man["counters"].get("train_docs") or tk["train_total"]
         total = earlier + len(tk["train"])
@@ -311,15 +311,15 @@ class Withdrawal:
         return TOKENIZER, PACKED
 
     def _smoke_train(self, t: str, entry: dict[str, Any], blocks_changed: bool) -> str:
-        art = self.run_dir / "smoke_train"
-        for stray in self.run_dir.glob("smoke_train.withdrawn-*"):
+        art = self.run_dir / SMOKE_TRAIN
+        for stray in self.run_dir.glob(f"{SMOKE_TRAIN}.withdrawn-*"):
             if not live_suffix(stray.name, ".withdrawn-"):  # never another live process's
                 shutil.rmtree(stray, ignore_errors=True)
         man = read_manifest(art)
         if man is None:
             return "absent (removed, or never run)"
         if blocks_changed:
-            gone = art.with_name(f"smoke_train.withdrawn-{os.getpid()}")
+            gone = art.with_name(f"{SMOKE_TRAIN}.withdrawn-{os.getpid()}")
             os.rename(art, gone)  # one atomic step: never a half-deleted artifact that still has a manifest
             shutil.rmtree(gone)
             for name in pipeline.stage(SMOKE_TRAIN).reports:
@@ -334,7 +334,7 @@ class Withdrawal:
         man, tmp = got
         copy_artifact(art, tmp, set())
         self.commit(ed, man, tmp, entry, {},
-                     {"packed": self.fingerprint("packed"), "tokenizer": self.fingerprint("tokenizer")})
+                     {PACKED: self.fingerprint(PACKED), TOKENIZER: self.fingerprint(TOKENIZER)})
         return "kept (no packed block held a withdrawn token)"
 
 
@@ -344,23 +344,23 @@ def figures(run_dir: Path) -> dict[str, Any]:
     raw = read_manifest(run_dir / pipeline.MIXED_RAW)
     if raw:
         mix = json.loads((run_dir / pipeline.MIXED_RAW / pipeline.report("source_mix.json")).read_text())
-        out["mixed_raw"] = {"docs": raw["counters"]["docs"], "tokens": mix["totals"]["tokens"],
+        out[pipeline.MIXED_RAW] = {"docs": raw["counters"]["docs"], "tokens": mix["totals"]["tokens"],
                             "share_tokens": {r["source"]: r["share_tokens"] for r in mix["sources"]},
                             "max_abs_deviation_pp": mix["totals"]["max_abs_deviation_pp"]}
     dd = read_manifest(run_dir / pipeline.MIXED_DEDUP)
     if dd:
-        out["mixed_dedup"] = {"docs": dd["counters"]["docs_out"]}
-    tk = read_manifest(run_dir / pipeline.TOKENIZER)
+        out[pipeline.MIXED_DEDUP] = {"docs": dd["counters"]["docs_out"]}
+    tk = read_manifest(run_dir / TOKENIZER)
     if tk:
-        out["tokenizer"] = {"vocab_size": tk["counters"].get("vocab_size"), "sha256": next(
+        out[TOKENIZER] = {"vocab_size": tk["counters"].get("vocab_size"), "sha256": next(
             (f["sha256"] for f in tk["outputs"]["files"] if f["path"] == "tokenizer.json"), None)}
-    pk = read_manifest(run_dir / pipeline.PACKED)
+    pk = read_manifest(run_dir / PACKED)
     if pk:
         c = pk["counters"]
-        out["packed"] = {k: c.get(k) for k in ("docs", "blocks", "tokens_produced", "tokens_in_blocks",
+        out[PACKED] = {k: c.get(k) for k in ("docs", "blocks", "tokens_produced", "tokens_in_blocks",
                                                "packing_efficiency", "dropped_tail_tokens", "pad_tokens")}
-        rep = json.loads((run_dir / pipeline.PACKED / pipeline.report("packing_report.json")).read_text())
-        out["packed"]["token_share"] = {s: v["token_share"] for s, v in rep["per_source"].items()}
-        out["packed"]["shards"] = {f["path"]: f["sha256"] for f in pk["outputs"]["files"] if f["path"].endswith(".arrow")}
-    out["smoke_train"] = read_manifest(run_dir / "smoke_train") is not None
+        rep = json.loads((run_dir / PACKED / pipeline.report("packing_report.json")).read_text())
+        out[PACKED]["token_share"] = {s: v["token_share"] for s, v in rep["per_source"].items()}
+        out[PACKED]["shards"] = {f["path"]: f["sha256"] for f in pk["outputs"]["files"] if f["path"].endswith(".arrow")}
+    out[SMOKE_TRAIN] = read_manifest(run_dir / SMOKE_TRAIN) is not None
     return out

@@ -29,6 +29,7 @@ import numpy as np
 from ..arrow_io import iter_batches, shard_paths
 from ..crossdedup.decontam import ngram_hashes, words
 from ..edits import ID_TOKEN
+from ..pipeline import PACKED
 from ..records import base_id
 from .locate import DATASETS
 
@@ -130,7 +131,7 @@ def verify(run_dir: Path, report_dir: Path, docs: list[dict[str, Any]], prints: 
                     row_hits(row["text"], art, {"file": path.name, "found_as": row["id"]})
         checked[f"{art}_rows"] = n_rows
 
-    packed = run_dir / "packed"
+    packed = run_dir / PACKED
     if (packed / "state.json").is_file():
         checked["packed_blocks"] = _scan_packed(packed, docs, prints, ids, bases, threshold, decoded_with, traces, best)
         checked["packed_mode"] = "decoded words" if decoded_with is not None else "token ids"  # type: ignore[assignment]
@@ -168,7 +169,7 @@ def _scan_packed(packed: Path, docs: list[dict[str, Any]], prints: list[dict[str
             for r, docs_in_block in enumerate(batch.column("doc_ids").to_pylist()):
                 for dd in docs_in_block:
                     if dd in ids or base_id(dd) in bases:
-                        traces.append({"artifact": "packed", "file": path.name, "kind": "id", "doc": dd, "row": r})
+                        traces.append({"artifact": PACKED, "file": path.name, "kind": "id", "doc": dd, "row": r})
             n_blocks += batch.num_rows
             if not by_n or batch.num_rows == 0:
                 continue
@@ -189,8 +190,8 @@ def _scan_packed(packed: Path, docs: list[dict[str, Any]], prints: list[dict[str
         hits = np.unique(np.concatenate(present[n])) if present[n] else np.empty(0, np.uint64)
         for k in ks:
             c = _containment(prints[k][field], hits)
-            best[docs[k]["id"]]["packed"] = round(c, 4)
+            best[docs[k]["id"]][PACKED] = round(c, 4)
             if c >= threshold:
-                traces.append({"artifact": "packed", "kind": f"{'word' if tok is not None else 'token'}_ngram_containment",
+                traces.append({"artifact": PACKED, "kind": f"{'word' if tok is not None else 'token'}_ngram_containment",
                                "doc": docs[k]["id"], "containment": round(c, 4)})
     return n_blocks
