@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import pipeline
 from ..dedup import exact_jaccard, s_curve, shingle_hashes
 
 EDIT_KINDS = ("substitute", "typo", "nav", "truncate", "delete_sentences")
@@ -187,8 +188,8 @@ def run_stage(pairs: Sequence[Pair], work: Path, dedup: dict[str, Any] | None = 
                   "substrings": {"enabled": False}, **(dedup or {})},
         "decontam": {"enabled": False}}, "planted")
     run_dir = cfg.run.run_dir
-    stage = StageRun("mix_sampler", "mixed_raw", run_dir, {"planted": len(pairs), "seed": seed}, [], SCHEMA_VERSION,
-                     seed)
+    stage = StageRun(pipeline.producer(pipeline.MIXED_RAW).name, pipeline.MIXED_RAW, run_dir,
+                     {"planted": len(pairs), "seed": seed}, [], SCHEMA_VERSION, seed)
     tmp = stage.begin()
     writer = DatasetWriter(tmp, DOC_FEATURES, 256 << 20)
     rows = []
@@ -202,7 +203,7 @@ def run_stage(pairs: Sequence[Pair], work: Path, dedup: dict[str, Any] | None = 
     writer.close()
     stage.cfg = {"sources": [{"name": d, "weight": 1.0} for d in sorted({p.domain for p in pairs})]}
     up = stage.commit({"docs": len(rows)})
-    run_dedup(cfg, {"mixed_raw": up["config_hash"]}, "planted", force=True)
+    run_dedup(cfg, {pipeline.MIXED_RAW: up["config_hash"]}, "planted", force=True)
     rep = json.loads((cfg.run.report_dir / "dedup_report.json").read_text())
     removed = [json.loads(x) for x in (run_dir / "mixed_dedup" / "removed.jsonl").read_text().splitlines()]
     return rep, removed
