@@ -66,7 +66,8 @@ def bench_stage(stage: str, common: list[str], run_dir: Path, at: float) -> dict
             "killed_s": round(wall_k, 2), "resumed_s": round(wall_r, 2),
             "units_reused": resumed.get("units_reused", 0), "seconds_saved": resumed.get("seconds_saved", 0.0),
             "redone_s": round(wall_k + wall_r - wall, 2), "redone_without_resume_s": round(wall_k, 2),
-            "identical": res["fingerprint"] == man["fingerprint"], "fingerprint": res["fingerprint"]}
+            "identical": res["fingerprint"] == man["fingerprint"], "fingerprint": res["fingerprint"],
+            "git_commit": res.get("git_commit")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -449,12 +449,15 @@ def resume_bench(r: Reports) -> str:
                          f"| {row['uninterrupted_s']:,.1f} | {row['killed_s']:,.1f} | {row['resumed_s']:,.1f} "
                          f"| **{row['redone_s']:,.1f}** | {row['redone_without_resume_s']:,.1f} "
                          f"| {'yes' if row['identical'] else '**no**'} |")
-        sets = " ".join(f"--set {shlex.quote(o)}" for o in b["overrides"])
+        # a value with quotes in it (train='') reads better in double quotes than in shlex's escaping
+        sets = " ".join(f"--set {shlex.quote(o) if chr(39) not in o else chr(34) + o + chr(34)}" for o in b["overrides"])
         env = ("MINIDEEPSEEK_CACHE=<bench/out/scale/N/cache> MINIDEEPSEEK_ALLOW_DERIVED_CORPUS=1 "
                if "scale" in name else "")
         notes.append(f"{label}: `{env}.venv/bin/python bench/bench_resume.py --config {b['config']} "
                      f"--stages {' '.join(x['stage'] for x in b['stages'])} --at {b['at']:g} {sets}`"
-                     f" ({b['cpu_count']} CPUs, commit {(b.get('git_commit') or '?')[:7]})")
+                     f" ({b['cpu_count']} CPUs, commit "
+                     + ", ".join(sorted({(x.get('git_commit') or b.get('git_commit') or '?')[:7] for x in b['stages']}))
+                     + ")")
     lines += ["", "Redone = killed + resume - uninterrupted: what the kill cost beyond one uninterrupted run "
               "(start-up, reading the sources or the upstream again, the unfinished unit); without resume a "
               "kill would cost the killed run's whole wall. Walls on a shared 2-core machine vary by ±30%.", ""]
