@@ -12,9 +12,11 @@ Every function writes into a new artifact directory; the caller swaps it into pl
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,12 +24,13 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from .arrow_io import _file_sha256, shard_paths
-from .artifact import MANIFEST
+from .artifact import MANIFEST, artifact_fingerprint, list_files, live_suffix, read_manifest, swap_into_place
 from .fsio import write_json_atomic, write_text_atomic
 from .records import base_id
-from .stage import ArtifactEdit
 
 ID_TOKEN = re.compile(r"[\w.\-]+/[0-9a-f]{16}(?:~\d+)?")  # a document id (``~k``: a reused source id)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -197,3 +200,68 @@ def save_report(tmp: Path, name: str, report: dict[str, Any], markdown: Any) -> 
 
 def bases_of(ids: set[str]) -> set[str]:
     return {base_id(i) for i in ids}
+
+
+class ArtifactEdit:
+    """The contract's second mode: an edit of a committed artifact (a withdrawal removing documents),
+    with the same guarantees as a build.
+
+    The edited copy is written into ``<artifact>.tmp-<pid>``, its manifest last (chained to its inputs'
+    new fingerprints, the edit appended to ``withdrawals``), then renamed into place; a kill at any
+    point leaves the old or the new artifact, never a mix. An artifact whose manifest already lists
+    the edit is done: a resumed edit skips it and reads back what the first run recorded.
+
+    >>> ed = ArtifactEdit(run_dir, MIXED_RAW, ticket)
+    >>> got = ed.begin()
+    >>> if got is None: return ed.recorded()
+    >>> man, tmp = got; ...write the edited files into tmp...; ed.commit(man, tmp, entry, counters, {...})
+    """
+
+    def __init__(self, run_dir: Path, artifact: str, key: str,
+                 on_swap: Callable[[str], None] | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.artifact = artifact
+        self.final_dir = self.run_dir / artifact
+        self.key = key  # the edit's id (a ticket), recorded in the manifest's withdrawals
+        self.on_swap = on_swap  # called with "<artifact>:before_swap"/":after_swap" (fault injection in tests)
+
+    def recorded(self) -> dict[str, Any]:
+        """What an earlier (interrupted) run of this edit recorded for the artifact, or {}."""
+        man = read_manifest(self.final_dir) or {}
+        return next((w.get("result", {}) for w in man.get("withdrawals", []) if w["ticket"] == self.key), {})
+
+    def begin(self) -> tuple[dict[str, Any], Path] | None:
+        """(old manifest, tmp dir) when the artifact exists and does not list this edit yet."""
+        man = read_manifest(self.final_dir)
+        if man is None or any(w["ticket"] == self.key for w in man.get("withdrawals", [])):
+            return None
+        for stray in self.run_dir.glob(f"{self.artifact}.tmp-*"):
+            if not live_suffix(stray.name, ".tmp-"):  # a live process's temp dir is never removed
+                shutil.rmtree(stray, ignore_errors=True)
+        tmp = self.run_dir / f"{self.artifact}.tmp-{os.getpid()}"
+        tmp.mkdir()
+        return man, tmp
+
+    def commit(self, man: dict[str, Any], tmp: Path, entry: dict[str, Any], counters: dict[str, Any],
+               input_updates: dict[str, str], result: dict[str, Any] | None = None,
+               new_input_path: Path | None = None, when: str = "") -> None:
+        """Manifest of the edited artifact + atomic swap. ``input_updates``: input name -> its new
+        fingerprint (an input not listed before is added, at ``new_input_path``). The withdrawal entry
+        keeps ``result`` (shard checksums, re-pack figures), so a resumed run can still report it."""
+        volatile = tuple(f["path"] for f in man["outputs"]["files"] if f.get("volatile"))
+        files = list_files(tmp, volatile)
+        inputs = [{**i, "fingerprint": input_updates.get(i["name"], i["fingerprint"])} for i in man["inputs"]]
+        for name, fp in input_updates.items():
+            if name not in {i["name"] for i in inputs}:
+                inputs.append({"name": name, "path": str(new_input_path), "fingerprint": fp, "detail": {}})
+        new = {**man, "inputs": inputs, "outputs": {"files": files, "total_bytes": sum(f["bytes"] for f in files)},
+               "fingerprint": artifact_fingerprint(man["config_hash"], [i["fingerprint"] for i in inputs], files),
+               "counters": {**man["counters"], **counters},
+               "withdrawals": [*man.get("withdrawals", []), {**entry, "when": when, "result": result or {}}]}
+        write_json_atomic(tmp / MANIFEST, new)
+        if self.on_swap:
+            self.on_swap(f"{self.artifact}:before_swap")
+        swap_into_place(tmp, self.final_dir)
+        if self.on_swap:
+            self.on_swap(f"{self.artifact}:after_swap")
+        log.info("%s %s: %s rewritten", "withdraw", self.key, self.final_dir)

@@ -3,15 +3,14 @@ up to date, refuse stale or corrupt inputs, resume a killed run from its finishe
 
 ``StageRun`` drives one stage build: ``up_to_date`` (same schema, config hash and input fingerprints, files
 intact), else ``begin`` (a new ``<artifact>.tmp-<pid>``, or a killed run's adopted: minideepseek/units.py),
-the stage's body, ``commit`` (checksums, manifest, swap). ``ArtifactEdit`` is the second mode, an edit of
-a committed artifact (a withdrawal). ``require_upstream``/``verify_before_use`` are how a stage or a
-client reads an artifact it did not write. What an artifact is on disk (manifest, files, fingerprint,
-the atomic moves) lives in minideepseek/artifact.py.
+the stage's body, ``commit`` (checksums, manifest, swap). Beside it: what an artifact is on disk
+(manifest, files, fingerprint, the atomic moves: minideepseek/artifact.py), reading an artifact this
+process did not write (minideepseek/upstream.py), and the second mode, an edit of a committed artifact
+(a withdrawal: ``ArtifactEdit`` in minideepseek/edits.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -19,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psutil
 
@@ -42,141 +41,19 @@ from .artifact import (
     swap_into_place,
     verify_artifact,
 )
-from .config import ConfigError, config_hash, to_plain
+from .config import config_hash, to_plain
 from .fsio import write_json_atomic
 from .provenance import git_commit, package_versions, peak_rss_mb
 from .units import UNITS_DIR, Units, count_units, recorded_key, resume_key
-
-if TYPE_CHECKING:
-    from .invocation import Command
+from .upstream import require_upstream, verify_before_use
 
 log = logging.getLogger(__name__)
 
 # the names other modules import from here (the artifact model is re-exported for them: a stage talks to
 # its artifact through the contract)
-__all__ = ["MANIFEST", "ArtifactEdit", "CorruptArtifactError", "InputRef", "Manifest", "StageRun", "StaleInputError",
-           "check_writable", "live_suffix", "publish_reports", "read_manifest", "remove_dead_tmp", "require_upstream",
-           "restore_interrupted_swap", "verify_artifact", "verify_before_use"]
-
-
-def require_upstream(run_dir: Path, artifact: str, producer: str, expected_config_hash: str | None = None,
-                     command: Command = "CONFIG", verify: str | None = None,
-                     chain: dict[str, str] | None = None) -> dict[str, Any]:
-    """Return an upstream artifact's manifest after checking it can be used, or raise StaleInputError
-    naming the command to run: it exists, its own upstreams did not move on, it was built from the
-    config the user's command now gives (``expected_config_hash``; ``chain`` maps further upstream
-    artifacts to the config hash they must have, e.g. ``mixed_raw`` for the tokenizer), and every data
-    file matches its manifest checksum (``verify``). Hints repeat the user's own command line
-    (``command``: the script's parsed command line, or a config path for a library call)."""
-    from .invocation import rerun_hint
-
-    adir = run_dir / artifact
-    hint = rerun_hint(producer, command)
-    man = read_manifest(adir)
-    if man is None:
-        raise StaleInputError(f"upstream artifact {adir} is missing or incomplete (no {MANIFEST}); run {hint} first")
-    for inp in man.get("inputs", []):  # transitive: the upstream's own upstream may have moved on
-        dep = read_manifest(run_dir / inp["name"])
-        if dep is not None and dep.get("fingerprint") != inp.get("fingerprint"):
-            raise StaleInputError(f"upstream artifact {adir} was built from an older {inp['name']}; rerun {hint}")
-    if expected_config_hash is not None and man.get("config_hash") != expected_config_hash:
-        raise StaleInputError(
-            f"upstream artifact {adir} was built from a different config than your command now gives; rerun {hint}")
-    if chain is None:
-        chain = _chain_for(command)
-    for dep_name in _upstream_closure(run_dir, man):
-        want = chain.get(dep_name)
-        dep = read_manifest(run_dir / dep_name)
-        if want is not None and dep is not None and dep.get("config_hash") != want:
-            producer_of = dep.get("stage", dep_name)
-            raise StaleInputError(
-                f"upstream artifact {adir} was built on {run_dir / dep_name}, which comes from a different "
-                f"{producer_of} config than your command now gives; rebuild from there: "
-                f"{rerun_hint(producer_of + '.py', command)}")
-    verify_artifact(adir, man, verify or _verify_mode(command), rebuild=hint)
-    return man
-
-
-def verify_before_use(run_dir: Path, artifacts: tuple[str, ...] | list[str], command: Command = "CONFIG",
-                      required: tuple[str, ...] = ()) -> dict[str, Manifest]:
-    """Manifests of the run's ``artifacts`` that exist, each checked file by file against its manifest
-    (``run.verify`` of ``command``, sha256 by default) before a client (withdrawal, export,
-    dashboard) reads it. A damaged artifact raises CorruptArtifactError: one line naming the artifact,
-    the file and the command that rebuilds it. ``required`` ones that are missing raise StaleInputError."""
-    from . import pipeline
-    from .invocation import rerun_hint
-
-    out: dict[str, Manifest] = {}
-    mode = _verify_mode(command)
-    for name in artifacts:
-        adir = Path(run_dir) / name
-        man = read_manifest(adir)
-        producer = pipeline.stage(name).script
-        if man is None:
-            if name in required:
-                raise StaleInputError(f"{adir} is missing or incomplete (no {MANIFEST}); run "
-                                      f"{rerun_hint(producer, command)} first")
-            continue
-        verify_artifact(adir, man, mode, rebuild=rerun_hint(producer, command))
-        out[name] = man
-    return out
-
-
-_CHAIN_CACHE: dict[tuple, dict[str, str]] = {}
-
-
-def _chain_for(command: Command) -> dict[str, str]:
-    """Config hash per artifact under the user's command (empty when its config cannot be read, e.g. a
-    library call's placeholder): lets a stage refuse an upstream whose own upstream came from another config."""
-    from .invocation import as_invocation
-
-    inv = as_invocation(command)
-    if not inv.config or not Path(inv.config).is_file():
-        return {}
-    cfg_path = Path(inv.config).resolve()
-    try:  # keyed by content: tests (and notebooks) reuse one file name in many directories
-        key = (str(cfg_path), hashlib.sha256(cfg_path.read_bytes()).hexdigest(), inv.overrides)
-    except OSError:
-        return {}
-    if key not in _CHAIN_CACHE:
-        from .pipeline import Plan
-
-        try:  # the command's own validation (cli.run_cli) reports config errors; here they only mean "unknown"
-            _CHAIN_CACHE[key] = Plan(inv.config, inv.overrides).expected_hashes()
-        except ConfigError:
-            _CHAIN_CACHE[key] = {}
-    return _CHAIN_CACHE[key]
-
-
-def _verify_mode(command: Command) -> str:
-    """``run.verify`` of the user's command (sha256 when its config cannot be read)."""
-    from .invocation import as_invocation
-
-    inv = as_invocation(command)
-    if not inv.config or not Path(inv.config).is_file():
-        return "sha256"
-    from .config import build
-    from .runconfig import RunConfig, load_tree
-
-    try:
-        data = load_tree(inv.config, list(inv.overrides))
-        return build(RunConfig, data.get("run") or {}, "run").verify
-    except ConfigError:
-        return "sha256"
-
-
-def _upstream_closure(run_dir: Path, man: dict[str, Any]) -> list[str]:
-    """Names of the artifacts an artifact was built on, transitively (inputs that are artifacts of the run)."""
-    seen: list[str] = []
-    todo = [i["name"] for i in man.get("inputs", [])]
-    while todo:
-        name = todo.pop(0)
-        if name in seen or not (run_dir / name / MANIFEST).is_file():
-            continue
-        seen.append(name)
-        dep = read_manifest(run_dir / name) or {}
-        todo += [i["name"] for i in dep.get("inputs", [])]
-    return seen
+__all__ = ["MANIFEST", "CorruptArtifactError", "InputRef", "Manifest", "StageRun", "StaleInputError",
+           "check_writable", "live_suffix", "publish_reports", "read_manifest", "remove_dead_tmp",
+           "restore_interrupted_swap", "require_upstream", "verify_artifact", "verify_before_use"]
 
 
 class StageRun:
@@ -374,68 +251,3 @@ class StageRun:
             if not (keep_units and self.units is not None and count_units(self.tmp_dir)):
                 shutil.rmtree(self.tmp_dir, ignore_errors=True)
             self.tmp_dir = None
-
-
-class ArtifactEdit:
-    """The contract's second mode: an edit of a committed artifact (a withdrawal removing documents),
-    with the same guarantees as a build.
-
-    The edited copy is written into ``<artifact>.tmp-<pid>``, its manifest last (chained to its inputs'
-    new fingerprints, the edit appended to ``withdrawals``), then renamed into place; a kill at any
-    point leaves the old or the new artifact, never a mix. An artifact whose manifest already lists
-    the edit is done: a resumed edit skips it and reads back what the first run recorded.
-
-    >>> ed = ArtifactEdit(run_dir, MIXED_RAW, ticket)
-    >>> got = ed.begin()
-    >>> if got is None: return ed.recorded()
-    >>> man, tmp = got; ...write the edited files into tmp...; ed.commit(man, tmp, entry, counters, {...})
-    """
-
-    def __init__(self, run_dir: Path, artifact: str, key: str,
-                 on_swap: Callable[[str], None] | None = None) -> None:
-        self.run_dir = Path(run_dir)
-        self.artifact = artifact
-        self.final_dir = self.run_dir / artifact
-        self.key = key  # the edit's id (a ticket), recorded in the manifest's withdrawals
-        self.on_swap = on_swap  # called with "<artifact>:before_swap"/":after_swap" (fault injection in tests)
-
-    def recorded(self) -> dict[str, Any]:
-        """What an earlier (interrupted) run of this edit recorded for the artifact, or {}."""
-        man = read_manifest(self.final_dir) or {}
-        return next((w.get("result", {}) for w in man.get("withdrawals", []) if w["ticket"] == self.key), {})
-
-    def begin(self) -> tuple[dict[str, Any], Path] | None:
-        """(old manifest, tmp dir) when the artifact exists and does not list this edit yet."""
-        man = read_manifest(self.final_dir)
-        if man is None or any(w["ticket"] == self.key for w in man.get("withdrawals", [])):
-            return None
-        for stray in self.run_dir.glob(f"{self.artifact}.tmp-*"):
-            if not live_suffix(stray.name, ".tmp-"):  # a live process's temp dir is never removed
-                shutil.rmtree(stray, ignore_errors=True)
-        tmp = self.run_dir / f"{self.artifact}.tmp-{os.getpid()}"
-        tmp.mkdir()
-        return man, tmp
-
-    def commit(self, man: dict[str, Any], tmp: Path, entry: dict[str, Any], counters: dict[str, Any],
-               input_updates: dict[str, str], result: dict[str, Any] | None = None,
-               new_input_path: Path | None = None, when: str = "") -> None:
-        """Manifest of the edited artifact + atomic swap. ``input_updates``: input name -> its new
-        fingerprint (an input not listed before is added, at ``new_input_path``). The withdrawal entry
-        keeps ``result`` (shard checksums, re-pack figures), so a resumed run can still report it."""
-        volatile = tuple(f["path"] for f in man["outputs"]["files"] if f.get("volatile"))
-        files = list_files(tmp, volatile)
-        inputs = [{**i, "fingerprint": input_updates.get(i["name"], i["fingerprint"])} for i in man["inputs"]]
-        for name, fp in input_updates.items():
-            if name not in {i["name"] for i in inputs}:
-                inputs.append({"name": name, "path": str(new_input_path), "fingerprint": fp, "detail": {}})
-        new = {**man, "inputs": inputs, "outputs": {"files": files, "total_bytes": sum(f["bytes"] for f in files)},
-               "fingerprint": artifact_fingerprint(man["config_hash"], [i["fingerprint"] for i in inputs], files),
-               "counters": {**man["counters"], **counters},
-               "withdrawals": [*man.get("withdrawals", []), {**entry, "when": when, "result": result or {}}]}
-        write_json_atomic(tmp / MANIFEST, new)
-        if self.on_swap:
-            self.on_swap(f"{self.artifact}:before_swap")
-        swap_into_place(tmp, self.final_dir)
-        if self.on_swap:
-            self.on_swap(f"{self.artifact}:after_swap")
-        log.info("%s %s: %s rewritten", "withdraw", self.key, self.final_dir)

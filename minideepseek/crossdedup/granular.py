@@ -104,7 +104,6 @@ class Granular:
         self.perf: dict[str, dict[str, Any]] = {}
         self.rss = RssPeak()
         self.snap: dict[str, np.ndarray] = {}  # step -> chars per doc after it (-1: removed)
-        self._sig_texts: Texts | None = None  # the texts `against` and the saved index sign (_text)
         self.dropped: dict[int, dict[str, Any]] = {}  # too short after a cleaning step
         self._t = time.perf_counter()
         self._near_window = 0.0
@@ -436,11 +435,9 @@ class Granular:
         self._perf("against", len(docs), 0)
 
     def _text(self, i: int) -> str:
-        # the reader current at the first call stays: `against` signs mixed_raw's texts, and so does the
-        # saved index then; without `against` and without the near matrix, the index signs the cleaned ones
-        if self._sig_texts is None:
-            self._sig_texts = self.texts
-        return self._sig_texts[int(i)]
+        # what `against` and the saved index sign: the text as it entered near dedup (mixed_raw's), as the
+        # near step's matrix does, so a document's index row does not depend on which steps ran before
+        return self.raw[int(i)]
 
     def _sigs(self, docs: list[int]) -> np.ndarray:
         """Signatures of `docs` (copies: their original's), from the near step's matrix when it has them."""

@@ -13,9 +13,18 @@ from typing import Any
 import numpy as np
 
 from ..arrow_io import read_columns
-from ..edits import EditContext, EditHost, filter_dataset, filter_jsonl, load_report, note_withdrawal, redact, save_report
+from ..edits import (
+    ArtifactEdit,
+    EditContext,
+    EditHost,
+    filter_dataset,
+    filter_jsonl,
+    load_report,
+    note_withdrawal,
+    redact,
+    save_report,
+)
 from ..profile import profile_dataset, profile_markdown
-from ..stage import ArtifactEdit
 from .certificate import certificate_markdown
 from .docs import Docs, read_docs
 from .granular_report import granular_markdown

@@ -14,10 +14,9 @@ import numpy as np
 
 from ..arrow_io import iter_batches, shard_paths
 from ..artifact import read_manifest
-from ..edits import EditContext, EditHost, note_withdrawal, redact, save_report
+from ..edits import ArtifactEdit, EditContext, EditHost, note_withdrawal, redact, save_report
 from ..pipeline import MIXED_RAW
 from ..rng import rng_for
-from ..stage import ArtifactEdit
 from ..tokenizer.config import EOT_ID
 from .packer import PackStats, shard_info
 from .repack import repack_shards

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..arrow_io import read_columns
-from ..edits import EditContext, EditHost, filter_dataset, load_report, note_withdrawal, redact, save_report
+from ..edits import ArtifactEdit, EditContext, EditHost, filter_dataset, load_report, note_withdrawal, redact, save_report
 from ..records import copy_epoch
-from ..stage import ArtifactEdit
 from .filter_report import filter_report_markdown
 from .report import TOLERANCE_PP, recipe_verdict, source_mix_markdown
 from .signals import filter_store

@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..edits import EditContext, EditHost, copy_artifact, load_report, note_withdrawal, redact, save_report
+from ..edits import ArtifactEdit, EditContext, EditHost, copy_artifact, load_report, note_withdrawal, redact, save_report
 from ..fsio import write_json_atomic
-from ..stage import ArtifactEdit
 from .report import eval_markdown
 from .stage import ARTIFACT, UPSTREAM
 

@@ -30,12 +30,12 @@ from .. import pipeline, runlock
 from ..arrow_io import iter_dataset_rows, read_columns
 from ..artifact import live_suffix, publish_reports, read_manifest, restore_interrupted_swap
 from ..config import ConfigError
-from ..edits import EditContext, bases_of, copy_artifact
+from ..edits import ArtifactEdit, EditContext, bases_of, copy_artifact
 from ..fsio import atomic_writer, write_json_atomic, write_text_atomic
 from ..invocation import Invocation, venv_python
 from ..pipeline import PACKED, SMOKE_TRAIN, TOKENIZER, Plan
-from ..stage import ArtifactEdit, verify_before_use
 from ..tickets import Selector, TicketLog, now_utc, ticket_id
+from ..upstream import verify_before_use
 from .config import WithdrawStageConfig
 from .locate import Location, locate, resolve
 from .notes import impact_markdown, release_note
