@@ -175,7 +175,9 @@ def pilot_yield(config: str, domain_recs: dict[str, list[dict]], args: argparse.
 
 
 def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> dict[str, Any]:
-    """The demo corpus recombined to ~``tokens`` DeepSeek tokens (after filters), in its own format."""
+    """The demo corpus recombined to ~``tokens`` DeepSeek tokens (after filters), in its own format. The
+    config's quality models must exist (``fixed_quality_models``, called once per bench): the pilot's
+    chain scores with the demo's classifier."""
     src = build_demo_corpus()
     root = out / "cache" / "demo_corpus" / src.root.name
     if (root / MANIFEST).is_file():
@@ -186,7 +188,6 @@ def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> di
     # text records only: the corpus's few invalid-UTF-8 files (raw_b64) are stage 1's reject path,
     # tested on their own, and have no text to recombine
     domain_recs = {d: recs for d in DOMAINS if (recs := [r for r in src.iter_domain(d) if r.get("raw") is not None])}
-    fixed_quality_models(args.config)  # the pilot's chain scores with the demo's classifier
     pilot = pilot_yield(args.config, domain_recs, args)
     stats: dict[str, Any] = {"planted": {"exact": args.exact, "near": args.near, "swap": args.swap},
                              "pilot": pilot, "slack": SLACK, "domains": {}}
@@ -272,7 +273,7 @@ def run_stage(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, float
             "processes": len(cpu_seen), "peak_rss_tree_mb": round(peak / 2**20, 1)}
 
 
-def measure_size(tokens: float, args: argparse.Namespace) -> dict[str, Any]:
+def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str]) -> dict[str, Any]:
     out = ROOT / "bench" / "out" / "scale" / str(int(tokens))
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -286,7 +287,7 @@ def measure_size(tokens: float, args: argparse.Namespace) -> dict[str, Any]:
             # the smallest sizes have too little text for 150K merges (the guard would stop stage 3);
             # the final vocabulary is in each size's tokenizer report
             "--set", "tokenizer.allow_smaller_vocab=true"]
-    for q in fixed_quality_models(args.config):
+    for q in quality_sets:
         sets += ["--set", q]
     data, reports = out / "data" / name, out / "reports" / name
     stages: dict[str, Any] = {}
@@ -410,18 +411,19 @@ def main() -> int:
     out = ROOT / "bench" / "out" / "scale"
     old = out / "results.json"  # sizes measured by an earlier call are kept (one size per call is fine)
     results = [r for r in json.loads(old.read_text())] if old.is_file() else []
+    quality_sets = [] if args.refit else fixed_quality_models(args.config)  # built or reused once per call
     if args.corpus_only:
         for n in [float(x) for x in args.sizes.split(",")]:
             size = out / str(int(n))
             stats = build_scale_corpus(size, n, args)
             print(json.dumps({"target_tokens": n, "domains": stats["domains"]}))
             sets = [f"sampler.target_tokens={int(n)}", "tokenizer.allow_smaller_vocab=true",
-                    *fixed_quality_models(args.config)]
+                    *quality_sets]
             print(f"MINIDEEPSEEK_CACHE={size / 'cache'} {DERIVED_ENV}=1 (stages: "
                   + " ".join(f"--set {x}" for x in sets) + ")")
         return 0
     for n in [] if args.refit else [float(x) for x in args.sizes.split(",")]:
-        results = sorted([r for r in results if r["target_tokens"] != n] + [measure_size(n, args)],
+        results = sorted([r for r in results if r["target_tokens"] != n] + [measure_size(n, args, quality_sets)],
                          key=lambda r: r["target_tokens"])
         write_results(out, results, args.publish)
     if args.refit:
