@@ -49,8 +49,8 @@ from .upstream import require_upstream, verify_before_use
 
 log = logging.getLogger(__name__)
 
-# the names other modules import from here (the artifact model is re-exported for them: a stage talks to
-# its artifact through the contract)
+# the names other modules import from here (the artifact model and the upstream checks are re-exported for
+# them: a stage talks to its artifact and its upstreams through the contract)
 __all__ = ["MANIFEST", "CorruptArtifactError", "InputRef", "Manifest", "StageRun", "StaleInputError",
            "check_writable", "live_suffix", "publish_reports", "read_manifest", "remove_dead_tmp",
            "restore_interrupted_swap", "require_upstream", "verify_artifact", "verify_before_use"]
