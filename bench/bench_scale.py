@@ -37,6 +37,7 @@ import argparse
 import gzip
 import json
 import math
+import multiprocessing
 import os
 import random
 import re
@@ -68,19 +69,34 @@ from minideepseek.fsio import sha256_file  # noqa: E402
 SCRIPTS = {a: pipeline.stage(a).script for a in STAGES}
 PUBLISH = ROOT / "reports" / "examples" / "scale"  # the committed example (--publish only)
 WEIGHTS = {"web_en": 0.40, "code": 0.25, "math": 0.15, "academic": 0.10, "zh": 0.10}  # configs/demo.yaml
-PILOT_DOCS = 400  # recombined documents per domain whose stage-1 yield sizes the corpus
-SLACK = 1.12  # corpus above the pilot's estimate: the pilot's yield varies by a few % between draws
+PILOT_DOCS = 1_000  # recombined documents per domain whose stage-1 yield sizes the corpus
+# The yield varies a lot from document to document (a Chinese pilot of 2,000 documents read 7.1 to 8.5 raw
+# characters per kept token over two seeds, 400 documents 7.0 to 11.0), so the corpus is sized by the pilot's
+# ratio plus PILOT_SIGMAS standard errors, times SLACK
+PILOT_SIGMAS = 3.0
+SLACK = 1.12  # and above that: a 10M check of this sizing still ran one source (arxiv, 179 documents) 1.8% short
 _WORD = re.compile(r"[A-Za-z]{3,}|[\u4e00-\u9fff]")
+_WORD_SPLIT = re.compile(f"({_WORD.pattern})")  # split() keeps the words, at the odd indices
+GENERATOR = 2  # the recombination's version: a corpus of another version (or other rates) is rebuilt
 
 
 def _swap(text: str, rate: float, pool: list[str], rng: random.Random) -> str:
-    def sub(m: re.Match) -> str:
-        if rng.random() >= rate:
-            return m.group(0)
-        w = rng.choice(pool)
-        cjk = "\u4e00" <= m.group(0) <= "\u9fff"
-        return w if (("\u4e00" <= w[0] <= "\u9fff") == cjk) else m.group(0)
-    return _WORD.sub(sub, text)
+    """``text`` with each word (or CJK character) replaced, with probability ``rate``, by a pool word of the
+    same script. The words are split out in C (``_WORD_SPLIT``: words at the odd indices) and only the
+    replaced ones are visited, the gaps between them drawn geometrically: one Python step per replaced
+    word instead of a callback per word (the corpus build was ~5 MB/s of text, most of it here)."""
+    if rate <= 0:
+        return text
+    parts = _WORD_SPLIT.split(text)
+    n = len(parts) // 2
+    log_keep = math.log1p(-min(rate, 1 - 1e-12))
+    i = int(math.log(1.0 - rng.random()) / log_keep)  # words kept before the first replaced one
+    while i < n:
+        w, j = rng.choice(pool), 2 * i + 1
+        if ("\u4e00" <= w[0] <= "\u9fff") == ("\u4e00" <= parts[j] <= "\u9fff"):
+            parts[j] = w
+        i += 1 + int(math.log(1.0 - rng.random()) / log_keep)
+    return "".join(parts)
 
 
 def _window(paras: list[str], rng: random.Random) -> list[str]:
@@ -138,6 +154,16 @@ def fixed_quality_models(config: str) -> list[str]:
             if f.get("type") == "quality" and f.get("train")]
 
 
+def _ratio_se(x: list[int], y: list[int]) -> tuple[float, float]:
+    """sum(x) / sum(y) and its standard error (the ratio estimator's, by the delta method)."""
+    n, sy = len(x), sum(y)
+    r = sum(x) / max(sy, 1)
+    if n < 2 or sy == 0:
+        return r, 0.0
+    var = sum((a - r * b) ** 2 for a, b in zip(x, y)) / (n - 1) / n
+    return r, math.sqrt(var) / (sy / n)
+
+
 def pilot_yield(config: str, domain_recs: dict[str, list[dict]], args: argparse.Namespace) -> dict[str, Any]:
     """Raw characters per DeepSeek token that stage 1 keeps, per domain, measured by running stage 1's own
     per-document path (extraction, validation, the source's filters, the token counter) over
@@ -161,27 +187,61 @@ def pilot_yield(config: str, domain_recs: dict[str, list[dict]], args: argparse.
         gen = _Recombiner(domain_recs[d], random.Random(f"{args.seed}:{d}:pilot"), args)
         settings = ProcessSettings(source=s.name, min_chars=cfg.sampler.min_chars, max_chars=cfg.sampler.max_chars,
                                    extract=cfg.extract, filters=s.filters, lang=s.lang)
-        raw_chars, kept = 0, []
+        raws, kept = [], []  # per document: raw characters, and the text stage 1 kept ('' for a reject)
         for _ in range(PILOT_DOCS):
             r = gen.next()
-            raw_chars += len(r["raw"])
+            raws.append(len(r["raw"]))
             row = process_one(demo_record_to_raw(r, s.lang), settings)  # what the demo source hands stage 1
-            if not isinstance(row, Reject):
-                kept.append(row["text"])
-        toks = sum(counter.count(kept))
-        out[d] = {"docs": PILOT_DOCS, "kept_docs": len(kept), "raw_chars": raw_chars, "kept_tokens": toks,
-                  "raw_chars_per_token": round(raw_chars / max(toks, 1), 3)}
+            kept.append("" if isinstance(row, Reject) else row["text"])
+        toks = [n if t else 0 for t, n in zip(kept, counter.count([t or "x" for t in kept]))]
+        ratio, se = _ratio_se(raws, toks)
+        out[d] = {"docs": PILOT_DOCS, "kept_docs": sum(1 for t in kept if t), "raw_chars": sum(raws),
+                  "kept_tokens": sum(toks), "raw_chars_per_token": round(ratio, 3),
+                  "raw_chars_per_token_se": round(se, 3),
+                  # what the corpus is sized by: a source that runs dry breaks the recipe's shares, a
+                  # corpus too large only costs build time, so the yield is taken at its upper bound
+                  "raw_chars_per_token_upper": round(ratio + PILOT_SIGMAS * se, 3)}
     return out
 
 
+_BUILD: dict[str, Any] = {}  # what the forked domain writers read (the demo records are not pickled over)
+
+
+def _write_domain(d: str) -> dict[str, Any]:
+    """One domain's file of the scale corpus (run in a forked worker: domains are seeded apart, so building
+    them in parallel writes the same files as one after another)."""
+    root, manifest, tokens, args = (_BUILD[k] for k in ("root", "manifest", "tokens", "args"))
+    recs = _BUILD["recs"][d]
+    gen = _Recombiner(recs, random.Random(f"{args.seed}:{d}:{tokens}"), args)
+    want = WEIGHTS[d] * tokens * _BUILD["pilot"][d]["raw_chars_per_token_upper"] * SLACK
+    chars = docs = 0
+    path = root / manifest["domains"][d]["file"]
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
+        while chars < want:
+            rec = gen.next()
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            chars += len(rec["raw"])
+            docs += 1
+    demo_chars = sum(len(r["raw"]) for r in recs)
+    return {"docs": docs, "chars": chars, "exact": gen.n_exact, "near": gen.n_near,
+            "reuse_factor": round(chars / demo_chars, 2), "file_bytes": path.stat().st_size,
+            "file_sha256": sha256_file(path)}
+
+
 def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> dict[str, Any]:
-    """The demo corpus recombined to ~``tokens`` DeepSeek tokens (after filters), in its own format. The
-    config's quality models must exist (``fixed_quality_models``, called once per bench): the pilot's
-    chain scores with the demo's classifier."""
+    """The demo corpus recombined to ~``tokens`` DeepSeek tokens (after filters), in its own format, one
+    domain per worker (two: this machine's cores). A corpus built earlier is reused when it was built by
+    this generator with the same settings. The config's quality models must exist
+    (``fixed_quality_models``, called once per bench): the pilot's chain scores with the demo's classifier."""
     src = build_demo_corpus()
     root = out / "cache" / "demo_corpus" / src.root.name
+    planted = {"exact": args.exact, "near": args.near, "swap": args.swap, "generator": GENERATOR, "seed": args.seed,
+               "pilot_docs": PILOT_DOCS, "pilot_sigmas": PILOT_SIGMAS, "slack": SLACK}
     if (root / MANIFEST).is_file():
-        return json.loads((root / "scale_stats.json").read_text())
+        stats = json.loads((root / "scale_stats.json").read_text())
+        if stats.get("planted") == planted:
+            return stats
+        print(f"  {root}: built with {stats.get('planted')}, not {planted}: rebuilding it", flush=True)
     shutil.rmtree(out / "cache", ignore_errors=True)
     root.mkdir(parents=True)
     manifest = json.loads(json.dumps(src.manifest))
@@ -189,26 +249,19 @@ def build_scale_corpus(out: Path, tokens: float, args: argparse.Namespace) -> di
     # tested on their own, and have no text to recombine
     domain_recs = {d: recs for d in DOMAINS if (recs := [r for r in src.iter_domain(d) if r.get("raw") is not None])}
     pilot = pilot_yield(args.config, domain_recs, args)
-    stats: dict[str, Any] = {"planted": {"exact": args.exact, "near": args.near, "swap": args.swap},
-                             "pilot": pilot, "slack": SLACK, "domains": {}}
-    for d, recs in domain_recs.items():
-        gen = _Recombiner(recs, random.Random(f"{args.seed}:{d}:{tokens}"), args)
-        want = WEIGHTS[d] * tokens * pilot[d]["raw_chars_per_token"] * SLACK
-        chars = 0
-        path = root / manifest["domains"][d]["file"]
-        with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
-            while chars < want:
-                rec = gen.next()
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                chars += len(rec["raw"])
-                stats["domains"].setdefault(d, {"docs": 0})["docs"] += 1
-        demo_chars = sum(len(r["raw"]) for r in recs)
-        stats["domains"][d].update({"chars": chars, "exact": gen.n_exact, "near": gen.n_near,
-                                    "reuse_factor": round(chars / demo_chars, 2)})
+    stats: dict[str, Any] = {"planted": planted, "pilot": pilot, "domains": {}}
+    _BUILD.update(recs=domain_recs, root=root, manifest=manifest, tokens=tokens, args=args, pilot=pilot)
+    # the largest domain first, so the other worker takes the rest meanwhile
+    order = sorted(domain_recs, key=lambda d: -WEIGHTS[d] * pilot[d]["raw_chars_per_token_upper"])
+    with multiprocessing.get_context("fork").Pool(min(2, len(order))) as pool:
+        built = dict(zip(order, pool.map(_write_domain, order, chunksize=1)))
+    _BUILD.clear()
+    for d in domain_recs:  # in the demo corpus's domain order, whatever order they finished in
+        b = built[d]
+        stats["domains"][d] = {k: b[k] for k in ("docs", "chars", "exact", "near", "reuse_factor")}
         # the corpus loader checks every cached domain file against its manifest (issue 21)
-        manifest["domains"][d].update({"n_docs": stats["domains"][d]["docs"], "n_bytes": chars,
-                                       "n_invalid_utf8": 0, "file_bytes": path.stat().st_size,
-                                       "file_sha256": sha256_file(path)})
+        manifest["domains"][d].update({"n_docs": b["docs"], "n_bytes": b["chars"], "n_invalid_utf8": 0,
+                                       "file_bytes": b["file_bytes"], "file_sha256": b["file_sha256"]})
     # a derived corpus: each component's records as now written (what the loader checks them against), the
     # demo-corpus records they were made from (checked against the repo's pins) and the opt-in it needs
     made = record_hashes(DemoCorpus(root, manifest))

@@ -128,3 +128,27 @@ def test_bad_dedup_config_names_the_fix(run):
     tmp, cfg = run
     assert cross_source_dedup.main(["--config", str(cfg), "--set", "dedup.bands=20", "--set", "dedup.rows=8"]) == 2
     assert cross_source_dedup.main(["--config", str(cfg), "--set", "dedup.source_priority=[nope]"]) == 2
+
+
+def test_decontamination_in_a_pool_gives_the_same_artifact(run, monkeypatch, capsys):
+    """Large inputs scan for benchmark n-grams in worker processes (each builds its own index, the hits come
+    back in row order): the same survivors, removals and contamination report as one process."""
+    from minideepseek.crossdedup import stage
+
+    tmp, cfg = run
+    out, reports = tmp / "data" / "t" / "mixed_dedup", tmp / "reports" / "t"
+
+    def state() -> tuple:
+        con = json.loads((reports / "contamination_report.json").read_text())
+        return (read_manifest(out)["fingerprint"], (out / "removed.jsonl").read_bytes(), con["per_benchmark"],
+                con["listing"])
+
+    assert cross_source_dedup.main(["--config", str(cfg)]) == 0
+    assert "worker processes" not in capsys.readouterr().err  # the stage's log (setup_logging: stderr)
+    one = state()
+    assert one[2] == {"humaneval": 1, "island_qa": 1}  # the planted leaks, found in either mode
+    monkeypatch.setattr(stage, "POOL_MIN_CHARS", 0)
+    monkeypatch.setattr(stage, "DECONTAM_DOCS", 16)  # several blocks, so both workers scan
+    assert cross_source_dedup.main(["--config", str(cfg), "--force", "--set", "dedup.num_proc=2"]) == 0
+    assert "in 2 worker processes" in capsys.readouterr().err
+    assert state() == one

@@ -29,6 +29,7 @@ import numpy as np
 import xxhash
 
 from ..config import ConfigError, require
+from ..mapped import take_texts
 
 _WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
 
@@ -190,3 +191,27 @@ class ContaminationIndex:
                 hits.append(Hit(doc_id, source, b, i, g, c, total, round(c / total, 4) if total else 0.0))
         hits.sort(key=lambda h: (-h.matches, -h.share, h.benchmark, h.item_id))
         return hits
+
+
+# ---- the scan as a process-pool task (stage 2 at scale): every document's scan is independent of the
+# others, so blocks of documents go to workers; the stage takes their hits back in row order, so the
+# output is the single-process one (tests/test_granular_dedup.py)
+@dataclass(frozen=True)
+class ScanBlock:
+    cfg: DecontamConfig
+    texts: tuple[list[str], np.ndarray]  # ``Texts.task(rows)``: the worker reads the texts itself
+    ids: tuple[str, ...]
+    sources: tuple[str, ...]
+
+
+_WORKER_INDEX: dict[str, ContaminationIndex] = {}  # per worker process: the index of each config, built once
+
+
+def scan_block(b: ScanBlock) -> list[list[Hit]]:
+    """The hits of each document of ``b``, in its order (``ContaminationIndex.scan``)."""
+    key = repr(b.cfg)
+    index = _WORKER_INDEX.get(key)
+    if index is None:
+        _WORKER_INDEX.clear()  # one stage's config at a time
+        index = _WORKER_INDEX[key] = ContaminationIndex(b.cfg)
+    return [index.scan(i, s, t) for i, s, t in zip(b.ids, b.sources, take_texts(b.texts))]

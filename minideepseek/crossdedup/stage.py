@@ -41,10 +41,11 @@ from ..stage import InputRef, Manifest, StageRun, require_upstream
 from .certificate import FILES as CERT_FILES
 from .certificate import Certifier
 from .config import DedupStageConfig
-from .decontam import ContaminationIndex
+from .decontam import ContaminationIndex, ScanBlock, scan_block
 from .docs import Docs, Texts, read_docs
 from .granular import Granular
 from .granular_report import granular_markdown
+from .granular_tasks import POOL_MIN_CHARS
 from .keep import greedy_keep, transitive_keep
 from .near import NearDedup
 from .ray_near import RayNearDedup
@@ -187,9 +188,35 @@ def _decontaminate(cfg: DedupStageConfig, d: Docs, texts: Texts, memo: Memo) -> 
     def scan(rows: np.ndarray) -> list[list[Any]]:  # a unit: the hits of a block of documents
         return [index.scan(d.ids[i], d.srcs[i], t) for i, t in zip(rows.tolist(), texts.take(rows))]
 
+    def task(k: int) -> ScanBlock:  # the same unit for a worker process
+        rows = blocks[k]
+        return ScanBlock(cfg.decontam, texts.task(rows), tuple(d.ids[i] for i in rows.tolist()),
+                         tuple(d.srcs[i] for i in rows.tolist()))
+
     names = [f"decontam.docs={DECONTAM_DOCS}.k={k:06d}" for k in range(len(blocks))]
-    with tqdm(total=len(todo), unit="docs", desc="decontam", mininterval=2) as bar:
-        for rows, block_hits in zip(blocks, memo.imap(names, scan, lambda k: blocks[k])):
+    # one process scanned the whole 100M size's survivors; the scan of a document depends on no other
+    # document, so large inputs go to the pool (each worker builds its own index once) and come back in order
+    pool = (LocalExecutor().pool(cfg.dedup.num_proc)
+            if sum(d.n_chars0[i] for i in todo.tolist()) >= POOL_MIN_CHARS and len(blocks) > 1 else None)
+    if pool is not None:
+        log.info("decontamination: %d blocks of up to %d documents in %d worker processes", len(blocks),
+                 DECONTAM_DOCS, cfg.dedup.num_proc)
+    units = memo.imap(names, scan_block, task, pool) if pool is not None else memo.imap(names, scan, lambda k: blocks[k])
+    try:
+        _collect_hits(cfg, d, zip(blocks, units), len(todo), hits_all, best_hits)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    contamination = {"ngram": cfg.decontam.ngram, "action": cfg.decontam.action,
+                     "benchmarks": {b: {"items": index.items[b], "ngrams": index.ngrams[b]} for b in index.items}}
+    return hits_all, best_hits, contamination, index
+
+
+def _collect_hits(cfg: DedupStageConfig, d: Docs, blocks: Any, n_docs: int, hits_all: list[Any],
+                  best_hits: list[dict[str, Any]]) -> None:
+    """Each block's hits in row order: every hit, the best per document, and the removals."""
+    with tqdm(total=n_docs, unit="docs", desc="decontam", mininterval=2) as bar:
+        for rows, block_hits in blocks:
             bar.update(len(rows))
             for i, hits in zip(rows.tolist(), block_hits):
                 if not hits:
@@ -201,9 +228,6 @@ def _decontaminate(cfg: DedupStageConfig, d: Docs, texts: Texts, memo: Memo) -> 
                     d.removed[i] = {"reason": "contamination", "benchmark": h.benchmark, "item": h.item_id,
                                     "matched_ngrams": h.matches, "item_share": h.share, "ngram": h.ngram,
                                     "items_hit": len(hits)}
-    contamination = {"ngram": cfg.decontam.ngram, "action": cfg.decontam.action,
-                     "benchmarks": {b: {"items": index.items[b], "ngrams": index.ngrams[b]} for b in index.items}}
-    return hits_all, best_hits, contamination, index
 
 
 def _follow_copies(d: Docs) -> None:
