@@ -7,10 +7,13 @@
         --data-dir bench/out/scale/8000000/data --scale-fit bench/out/scale/fit.json
 
 **The scale corpus is recombined demo text, not new text.** For a size of N DeepSeek tokens, each of the
-demo corpus's five domains gets ``weight x N x raw chars/token x slack`` characters of documents built
+demo corpus's five domains gets ``weight x N x raw chars/token x SLACK`` characters of documents built
 from its own raw records (so a source keeps its character: HTML stays HTML, Chinese stays Chinese),
 where raw chars/token is what stage 1's own extraction, filters and token counter keep of a pilot of
-``PILOT_DOCS`` such documents (``pilot_yield``; in ``scale_stats.json``) and slack is 1.12. Seeded:
+``PILOT_DOCS`` such documents, taken at its upper bound (ratio + ``PILOT_SIGMAS`` standard errors: a source
+that runs dry breaks the recipe's shares, a larger corpus only costs build time; ``pilot_yield``, in
+``scale_stats.json``). The domains are written by two forked workers (each domain has its own seed, so the
+files do not depend on which worker wrote them). Seeded:
 
 * *unique* documents: a window of 30-70% of one record's paragraphs, then a window of another record of
   the same component, with ``--swap`` (8%) of the words (or CJK characters) replaced by words of the
