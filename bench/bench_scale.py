@@ -380,8 +380,14 @@ def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str
                                    "tokens_per_s": tok and round(tok / w),
                                    # per CPU-second: what the work costs, less bent by a loaded machine
                                    "tokens_per_cpu_s": round((tok or f["ds_tokens_sampled"]) / stages[a]["cpu_s"])}
+    mix = json.loads((reports / "source_mix.json").read_text())  # stage 1's own account of the recipe
     return {"target_tokens": tokens, "corpus": corpus, "corpus_build_s": round(build_s, 1),
             "sampled_tokens": f["ds_tokens_sampled"], "packed_tokens": f["ours_tokens"],
+            "mix": {"recipe_met": mix["recipe"]["met"], "tolerance_pp": mix["tolerance_pp"],
+                    "max_abs_deviation_pp": mix["totals"]["max_abs_deviation_pp"],
+                    "misses": [m["detail"] for m in mix["recipe"]["misses"]],
+                    "short_sources": [x["source"] for x in mix["sources"] if x.get("shortfall")],
+                    "share_tokens": {x["source"]: x["share_tokens"] for x in mix["sources"]}},
             "filter_keep": f["filter_keep"], "dedup_keep": f["dedup_keep"], "stages": stages}
 
 
