@@ -362,7 +362,16 @@ def scale(r: Reports) -> str:
         cpu = f"{cl[0]:.1f} + {cl[1] * 1e6:.2f}" if cl else ""
         mem = f"{rl[0]:.0f} + {rl[1] * 1e6:.1f}" if rl else ""
         lines.append(f"| {names[a]} | {f['wall_exponent']} | {f['time_exponent']} | {f['rss_exponent']} | {cpu} | {mem} |")
-    top = results[-1]
+    lines += ["", "At the largest size " + goal_sentence(results[-1], names)]
+    cross = projection_sentence(results, names)
+    if cross:
+        lines += ["", cross]
+    return "\n".join(lines) + "\n"
+
+
+def goal_sentence(top: dict[str, Any], names: dict[str, str]) -> str:
+    """The size ``top`` against the goals: stages 1-4 wall (scaled to 1B sampled tokens when its sources ran
+    dry) and peak RSS."""
     wall = sum(st["wall_s"] for st in top["stages"].values())
     rss = max(st["peak_rss_tree_mb"] for st in top["stages"].values())
     disk = sum(st["bytes_written"] for st in top["stages"].values())
@@ -376,23 +385,69 @@ def scale(r: Reports) -> str:
         return ("met" if ok else "**not met**") if at_goal else "the goal is for 1B"
 
     scaled = f" = **{wall * k / 3600:.2f} h** scaled linearly to 1B sampled tokens" if k > 1.0 else ""
-    lines += ["", f"At the largest size ({top['target_tokens']:,.0f} target DeepSeek tokens, "
-              f"{top['sampled_tokens']:,.0f} sampled, {top['packed_tokens']:,.0f} packed): stages 1-4 took "
-              f"**{wall / 3600:.2f} h** wall{scaled} (goal <= {GOAL_WALL_H:g} h: "
-              f"{verdict(wall * k <= GOAL_WALL_H * 3600)}), peak RSS **{rss / 1024:.1f} GB** as measured "
-              f"({names[worst]}; goal <= {GOAL_RSS_GB:g} GB: {verdict(rss <= GOAL_RSS_GB * 1024)}), "
-              f"**{disk / 2**30:.1f} GiB** written by the four artifacts."]
+    return (f"({top['target_tokens']:,.0f} target DeepSeek tokens, {top['sampled_tokens']:,.0f} sampled, "
+            f"{top['packed_tokens']:,.0f} packed): stages 1-4 took **{wall / 3600:.2f} h** wall{scaled} (goal <= "
+            f"{GOAL_WALL_H:g} h: {verdict(wall * k <= GOAL_WALL_H * 3600)}), peak RSS **{rss / 1024:.1f} GB** as "
+            f"measured ({names[worst]}; goal <= {GOAL_RSS_GB:g} GB: {verdict(rss <= GOAL_RSS_GB * 1024)}), "
+            f"**{disk / 2**30:.1f} GiB** written by the four artifacts.")
+
+
+def projection_sentence(results: list[dict], names: dict[str, str]) -> str:
+    """1B projected from the two largest sizes below it that sampled the recipe's mix ('' without two)."""
     proj = project_wall(results)
-    if proj is not None:
-        lo, hi, per = proj
-        total = sum(per.values())
-        lines += ["", f"Projected to 1B sampled tokens from the two largest sizes that sampled their whole target "
-                  f"({lo['sampled_tokens']:,.0f} and {hi['sampled_tokens']:,.0f}: the recipe's mix), each stage's wall "
-                  "extended linearly by its marginal seconds per sampled token between them: "
-                  + ", ".join(f"{names[a]} {w / 60:,.0f} min" for a, w in per.items())
-                  + f" = **{total / 3600:.2f} h** (goal <= {GOAL_WALL_H:g} h: "
-                  f"{'met' if total <= GOAL_WALL_H * 3600 else '**not met**'}; train_tokenizer's BPE sample is "
-                  "capped by `tokenizer.max_train_chars`, so its linear share is an upper bound)."]
+    if proj is None:
+        return ""
+    lo, hi, per = proj
+    total = sum(per.values())
+    measured = any(r["target_tokens"] >= 1e9 and r["sampled_tokens"] >= FULL_SAMPLE * r["target_tokens"]
+                   for r in results)
+    return (("Cross-check against the measured 1B run: projected" if measured else "Projected")
+            + f" to 1B sampled tokens from the two largest sizes that sampled their whole target "
+            f"({lo['sampled_tokens']:,.0f} and {hi['sampled_tokens']:,.0f}: the recipe's mix), each stage's wall "
+            "extended linearly by its marginal seconds per sampled token between them: "
+            + ", ".join(f"{names[a]} {w / 60:,.0f} min" for a, w in per.items())
+            + f" = **{total / 3600:.2f} h** (goal <= {GOAL_WALL_H:g} h: "
+            f"{'met' if total <= GOAL_WALL_H * 3600 else '**not met**'}; train_tokenizer's BPE sample is "
+            "capped by `tokenizer.max_train_chars`, so its linear share is an upper bound).")
+
+
+def scale_goals(r: Reports) -> str:
+    """The README's scale section: the largest size per stage against the goals, the projection as a
+    cross-check, and the kill-and-resume figures at scale (``bench/bench_resume.py``)."""
+    d = Reports(r.dir.parent / "scale")
+    results = d.doc("results")
+    top = results[-1]
+    names = {a: pipeline.producer(a).script.removesuffix(".py") for a in top["stages"]}
+    lines = ["| stage | wall min | CPU min | peak RSS GB (process tree) | written GiB | commit |",
+             "|---|---:|---:|---:|---:|---|"]
+    for a, st in top["stages"].items():
+        lines.append(f"| {names[a]} | {st['wall_s'] / 60:,.1f} | {st['cpu_s'] / 60:,.1f} "
+                     f"| {st['peak_rss_tree_mb'] / 1024:,.2f} | {st['bytes_written'] / 2**30:,.2f} "
+                     f"| {(st.get('git_commit') or '?')[:7]} |")
+    lines += ["", "At this size " + goal_sentence(top, names)]
+    mix = top.get("mix")
+    if mix:
+        short = ", ".join(mix["short_sources"]) or "none"
+        lines.append(f"The recipe's mix: {'met' if mix['recipe_met'] else '**missed**'} (every source within "
+                     f"{mix['max_abs_deviation_pp']:.3f} pp of its token share, tolerance ±{mix['tolerance_pp']:g} pp; "
+                     f"sources that ran dry: {short}).")
+    cross = projection_sentence(results, names)
+    if cross:
+        lines += ["", cross]
+    for name, label in RESUME_RUNS:
+        rows = [x for x in Reports(r.dir.parent).get(name, "stages") if "skipped" not in x]
+        lines += ["", f"Kill and resume ({label}): " + "; ".join(
+            f"{names.get(x['stage'], x['stage'])} killed after {x['killed_after_unit']:,} of {x['units']:,} units "
+            f"({x['killed_s']:,.1f} s in), resumed in {x['resumed_s']:,.1f} s against {x['uninterrupted_s']:,.1f} s "
+            f"uninterrupted (redone: **{x['redone_s']:,.1f} s**; without resume {x['redone_without_resume_s']:,.1f} s), "
+            f"{'same fingerprint' if x['identical'] else '**fingerprint differs**'}" for x in rows) + "."]
+        if any(x["redone_s"] < 0 for x in rows):
+            lines.append("A negative redone figure: the uninterrupted run was slower than the killed run and its "
+                         "resume together (sequential runs on a shared 2-core machine vary by ±30%).")
+    lines += ["", "Reproduce: `.venv/bin/python bench/bench_scale.py --sizes 1e9 --resume --publish` (corpus build "
+              "excluded from the figures; `--resume` continues a size stage by stage after a kill), then "
+              "`.venv/bin/python -m minideepseek.readme_figures`; the kill test: docs/scale.md, \"Kill and resume at "
+              "scale\"."]
     return "\n".join(lines) + "\n"
 
 
@@ -491,7 +546,8 @@ def project_wall(results: list[dict]) -> tuple[dict, dict, dict[str, float]] | N
 
 BLOCKS: dict[str, Callable[[Reports], str]] = {"demo": demo_table, "demo.times": stage_times, "withdraw": withdrawal,
                                                "headline": headline,
-                                               "dashboard": dashboard, "scale": scale, "blame": blame,
+                                               "dashboard": dashboard, "scale": scale, "scale.goals": scale_goals,
+                                               "blame": blame,
                                                "certificate": certificate,
                                                "warc_bench": warc_bench, "resume_bench": resume_bench,
                                                # the stage table comes from the registry, not from a run

@@ -174,3 +174,31 @@ def test_scale_block_projects_1b_from_the_sizes_that_sampled_their_target(tmp_pa
     text = rf.scale(rf.Reports(tmp_path / "demo"))
     assert "mix_sampler 84 min" in text and f"= **{4 * per['mixed_raw'] / 3600:.2f} h** (goal <= 2 h: **not met**" in text
     assert rf.project_wall(results[1:]) is None
+
+
+def test_scale_goals_block_states_the_measured_1b_run_its_mix_and_the_resume_figures(tmp_path: Path) -> None:
+    """The README's scale block: the largest size per stage against both goals, stage 1's account of the
+    recipe, the projection as a cross-check once a 1B size sampled its target, and the resume figures."""
+    def size(target: float, sampled: float, wall: float) -> dict:
+        r = _scale_results(target, wall, 3000.0)[0]
+        r["sampled_tokens"] = sampled
+        return r
+    top = size(1e9, 1.0004e9, 1500.0)
+    top["mix"] = {"recipe_met": True, "tolerance_pp": 0.5, "max_abs_deviation_pp": 0.0123, "misses": [],
+                  "short_sources": [], "share_tokens": {}}
+    (tmp_path / "scale").mkdir()
+    (tmp_path / "scale" / "results.json").write_text(json.dumps([size(1e7, 1e7, 100.0), size(1e8, 1e8, 550.0), top]))
+    row = {"stage": "mixed_raw", "units": 350, "killed_after_unit": 210, "killed_s": 60.0, "resumed_s": 50.0,
+           "uninterrupted_s": 100.0, "redone_s": 10.0, "redone_without_resume_s": 60.0, "identical": True}
+    (tmp_path / "scale" / "resume_100m.json").write_text(json.dumps({"stages": [row, {**row, "stage": "mixed_dedup",
+                                                                                         "identical": False}]}))
+    text = rf.scale_goals(rf.Reports(tmp_path / "demo"))
+    assert "| mix_sampler | 25.0 | 50.0 | 2.93 | 1.00 | abcdef0 |" in text
+    assert "stages 1-4 took **1.67 h** wall (goal <= 2 h: met)" in text and "scaled linearly" not in text
+    assert "goal <= 16 GB: met" in text and "within 0.012 pp of its token share" in text and "ran dry: none" in text
+    assert text.count("Cross-check against the measured 1B run: projected") == 1
+    assert "mix_sampler killed after 210 of 350 units (60.0 s in)" in text and "**fingerprint differs**" in text
+    top["mix"] = {**top["mix"], "recipe_met": False, "short_sources": ["arxiv"]}
+    (tmp_path / "scale" / "results.json").write_text(json.dumps([size(1e7, 1e7, 100.0), size(1e8, 1e8, 550.0), top]))
+    text = rf.scale_goals(rf.Reports(tmp_path / "demo"))
+    assert "The recipe's mix: **missed**" in text and "ran dry: arxiv" in text
