@@ -355,7 +355,9 @@ def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str
             continue
         done.unlink(missing_ok=True)
         before = _du(data / a)
-        m = run_stage([sys.executable, SCRIPTS[a], "--config", args.config, *sets, "--force"], env,
+        # --restart: a stage killed earlier (a size that outlived a session) is measured whole, not resumed
+        # from its finished units
+        m = run_stage([sys.executable, SCRIPTS[a], "--config", args.config, *sets, "--force", "--restart"], env,
                       out / f"{a}.log")
         man = json.loads((data / a / "manifest.json").read_text())
         m["bytes_written"] = _du(data / a) - before if before == 0 else _du(data / a)
