@@ -195,7 +195,7 @@ class ContaminationIndex:
 
 # ---- the scan as a process-pool task (stage 2 at scale): every document's scan is independent of the
 # others, so blocks of documents go to workers; the stage takes their hits back in row order, so the
-# output is the single-process one (tests/test_granular_dedup.py)
+# output is the single-process one (tests/test_cross_source_dedup.py)
 @dataclass(frozen=True)
 class ScanBlock:
     cfg: DecontamConfig
