@@ -37,6 +37,7 @@ log-log) and a linear RSS fit in the bill's units, read by ``report.py bill --sc
 from __future__ import annotations
 
 import argparse
+import calendar
 import gzip
 import json
 import math
@@ -329,6 +330,33 @@ def run_stage(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, float
             "processes": len(cpu_seen), "peak_rss_tree_mb": round(peak / 2**20, 1)}
 
 
+def _killed_run(data: Path, stage: str, log: Path) -> dict[str, Any] | None:
+    """What a killed run of ``stage`` left for ``--continue-killed``: its finished units and how long it had
+    run (its log's first timestamp to its newest unit file), or None when nothing resumable is there.
+
+    The wall of a continued stage is then the continued part only; the earlier part is a lower bound of
+    what it ran (from its start to its last finished unit), so the whole stage took at least the sum."""
+    tmps = [p for p in sorted((data).glob(f"{stage}.tmp-*")) if (p / "_units").is_dir()]
+    if not tmps:
+        return None
+    units = max(tmps, key=lambda p: len(list((p / "_units").glob("*.json"))))
+    files = list((units / "_units").glob("*.json"))
+    last = max(f.stat().st_mtime for f in files)
+    start = None
+    if log.is_file():  # "HH:MM:SS" of its first line, on the day of the key file (the run's first minutes)
+        first = log.read_text(errors="replace").split(" ", 1)[0]
+        day = time.strftime("%Y-%m-%d", time.gmtime((units / "_units" / "key.json").stat().st_mtime))
+        try:
+            start = calendar.timegm(time.strptime(f"{day} {first}", "%Y-%m-%d %H:%M:%S"))
+        except ValueError:
+            start = None
+    if start is None:
+        start = (units / "_units" / "key.json").stat().st_mtime
+    return {"units_finished": len(files) - 1, "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
+            "last_unit_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last)),
+            "wall_s_at_least": round(last - start, 1)}
+
+
 def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str]) -> dict[str, Any]:
     out = ROOT / "bench" / "out" / "scale" / str(int(tokens))
     out.mkdir(parents=True, exist_ok=True)
@@ -355,10 +383,16 @@ def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str
             continue
         done.unlink(missing_ok=True)
         before = _du(data / a)
+        killed = _killed_run(data, a, out / f"{a}.log") if args.continue_killed else None
+        if killed:  # the killed run's log is kept beside the continued run's
+            os.replace(out / f"{a}.log", out / f"{a}.killed.log")
         # --restart: a stage killed earlier (a size that outlived a session) is measured whole, not resumed
-        # from its finished units
-        m = run_stage([sys.executable, SCRIPTS[a], "--config", args.config, *sets, "--force", "--restart"], env,
+        # from its finished units, unless --continue-killed says to finish it (its earlier part is recorded)
+        restart = [] if killed else ["--restart"]
+        m = run_stage([sys.executable, SCRIPTS[a], "--config", args.config, *sets, "--force", *restart], env,
                       out / f"{a}.log")
+        if killed:
+            m["continued_killed_run"] = killed
         man = json.loads((data / a / "manifest.json").read_text())
         m["bytes_written"] = _du(data / a) - before if before == 0 else _du(data / a)
         m["manifest_peak_rss_mb"] = man.get("peak_rss_mb")
@@ -465,6 +499,10 @@ def main() -> int:
     p.add_argument("--resume", action="store_true",
                    help="keep the stages a killed call already measured (their <stage>.measured.json and "
                         "artifact) and run the rest: a 1B size can span sessions")
+    p.add_argument("--continue-killed", action="store_true",
+                   help="finish a stage that an earlier call left killed from its finished units instead of "
+                        "measuring it whole; the result records the killed part (units, at-least wall) beside "
+                        "the continued part's own wall, so the stage's wall is a lower bound, said as such")
     p.add_argument("--corpus-only", action="store_true",
                    help="build each size's scale corpus and print where it is (and the environment the stages "
                         "need to read it) without running the stages: for bench/bench_resume.py at scale")
