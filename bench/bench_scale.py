@@ -391,8 +391,10 @@ def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str
         restart = [] if killed else ["--restart"]
         m = run_stage([sys.executable, SCRIPTS[a], "--config", args.config, *sets, "--force", *restart], env,
                       out / f"{a}.log")
-        if killed:
-            m["continued_killed_run"] = killed
+        if killed:  # the stage's wall is the killed part (at least) plus the continued part: a lower bound
+            m["continued_killed_run"] = {**killed, "continued_wall_s": m["wall_s"]}
+            m["wall_s"] = round(killed["wall_s_at_least"] + m["wall_s"], 2)
+            m["wall_is_lower_bound"] = True  # CPU-s and peak RSS are the continued part's only
         man = json.loads((data / a / "manifest.json").read_text())
         m["bytes_written"] = _du(data / a) - before if before == 0 else _du(data / a)
         m["manifest_peak_rss_mb"] = man.get("peak_rss_mb")

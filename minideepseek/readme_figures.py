@@ -347,7 +347,7 @@ def scale(r: Reports) -> str:
     for res in results:
         for a, st in res["stages"].items():
             lines.append(f"| {res['target_tokens']:,.0f} | {res['sampled_tokens']:,.0f} | {res['packed_tokens']:,.0f} "
-                         f"| {names[a]} | {st['wall_s']:,.1f} | {st['cpu_s']:,.1f} | {st['peak_rss_tree_mb']:,.0f} "
+                         f"| {names[a]} | {_ge(st)}{st['wall_s']:,.1f} | {st['cpu_s']:,.1f} | {st['peak_rss_tree_mb']:,.0f} "
                          f"| {st['bytes_written'] / 2**20:,.1f} | {st['throughput']['tokens_per_cpu_s']:,} "
                          f"| {(st.get('git_commit') or '?')[:7]} |")
     sizes = ", ".join(f"{x['packed_tokens'] / 1e6:,.1f}M" for x in results)
@@ -363,16 +363,39 @@ def scale(r: Reports) -> str:
         mem = f"{rl[0]:.0f} + {rl[1] * 1e6:.1f}" if rl else ""
         lines.append(f"| {names[a]} | {f['wall_exponent']} | {f['time_exponent']} | {f['rss_exponent']} | {cpu} | {mem} |")
     lines += ["", "At the largest size " + goal_sentence(results[-1], names)]
+    note = continued_note(results[-1], names)
+    if note:
+        lines += ["", note]
     cross = projection_sentence(results, names)
     if cross:
         lines += ["", cross]
     return "\n".join(lines) + "\n"
 
 
+def _ge(st: dict[str, Any]) -> str:
+    """'≥ ' before a stage's wall when it is a lower bound (continued after a kill)."""
+    return "≥ " if st.get("wall_is_lower_bound") else ""
+
+
+def continued_note(top: dict[str, Any], names: dict[str, str]) -> str:
+    """The stages of ``top`` that an earlier call left killed and ``bench_scale.py --continue-killed``
+    finished from their units: their wall is a lower bound, their CPU and peak RSS the continued part's
+    ('' when none)."""
+    parts = [f"{names[a]} ran at least {k['wall_s_at_least'] / 60:,.1f} min ({k['started_utc']} to its last "
+             f"finished unit at {k['last_unit_utc']}, {k['units_finished']:,} units) before it was killed, and was "
+             f"finished from those units in {k['continued_wall_s'] / 60:,.1f} min"
+             for a, st in top["stages"].items() if (k := st.get("continued_killed_run"))]
+    if not parts:
+        return ""
+    return ("≥: " + "; ".join(parts) + ". Its wall is the sum of the two parts, a lower bound (the killed part's "
+            "last minutes after its last unit are not counted); its CPU and peak RSS are the continued part's only.")
+
+
 def goal_sentence(top: dict[str, Any], names: dict[str, str]) -> str:
     """The size ``top`` against the goals: stages 1-4 wall (scaled to 1B sampled tokens when its sources ran
-    dry) and peak RSS."""
+    dry; "at least" when a stage was continued after a kill) and peak RSS."""
     wall = sum(st["wall_s"] for st in top["stages"].values())
+    at_least = "at least " if any(st.get("wall_is_lower_bound") for st in top["stages"].values()) else ""
     rss = max(st["peak_rss_tree_mb"] for st in top["stages"].values())
     disk = sum(st["bytes_written"] for st in top["stages"].values())
     worst = max(top["stages"], key=lambda a: top["stages"][a]["peak_rss_tree_mb"])
@@ -386,7 +409,7 @@ def goal_sentence(top: dict[str, Any], names: dict[str, str]) -> str:
 
     scaled = f" = **{wall * k / 3600:.2f} h** scaled linearly to 1B sampled tokens" if k > 1.0 else ""
     return (f"({top['target_tokens']:,.0f} target DeepSeek tokens, {top['sampled_tokens']:,.0f} sampled, "
-            f"{top['packed_tokens']:,.0f} packed): stages 1-4 took **{wall / 3600:.2f} h** wall{scaled} (goal <= "
+            f"{top['packed_tokens']:,.0f} packed): stages 1-4 took {at_least}**{wall / 3600:.2f} h** wall{scaled} (goal <= "
             f"{GOAL_WALL_H:g} h: {verdict(wall * k <= GOAL_WALL_H * 3600)}), peak RSS **{rss / 1024:.1f} GB** as "
             f"measured ({names[worst]}; goal <= {GOAL_RSS_GB:g} GB: {verdict(rss <= GOAL_RSS_GB * 1024)}), "
             f"**{disk / 2**30:.1f} GiB** written by the four artifacts.")
@@ -421,10 +444,13 @@ def scale_goals(r: Reports) -> str:
     lines = ["| stage | wall min | CPU min | peak RSS GB (process tree) | written GiB | commit |",
              "|---|---:|---:|---:|---:|---|"]
     for a, st in top["stages"].items():
-        lines.append(f"| {names[a]} | {st['wall_s'] / 60:,.1f} | {st['cpu_s'] / 60:,.1f} "
+        lines.append(f"| {names[a]} | {_ge(st)}{st['wall_s'] / 60:,.1f} | {st['cpu_s'] / 60:,.1f} "
                      f"| {st['peak_rss_tree_mb'] / 1024:,.2f} | {st['bytes_written'] / 2**30:,.2f} "
                      f"| {(st.get('git_commit') or '?')[:7]} |")
     lines += ["", "At this size " + goal_sentence(top, names)]
+    note = continued_note(top, names)
+    if note:
+        lines += ["", note]
     mix = top.get("mix")
     if mix:
         short = ", ".join(mix["short_sources"]) or "none"

@@ -202,3 +202,30 @@ def test_scale_goals_block_states_the_measured_1b_run_its_mix_and_the_resume_fig
     (tmp_path / "scale" / "results.json").write_text(json.dumps([size(1e7, 1e7, 100.0), size(1e8, 1e8, 550.0), top]))
     text = rf.scale_goals(rf.Reports(tmp_path / "demo"))
     assert "The recipe's mix: **missed**" in text and "ran dry: arxiv" in text
+
+
+def test_a_stage_continued_after_a_kill_is_a_lower_bound_in_both_scale_blocks(tmp_path: Path) -> None:
+    """A 1B stage that a session end killed and ``bench_scale.py --continue-killed`` finished from its units:
+    its wall is shown as "≥" the sum of the two parts, the total as "at least", and the note says the CPU and
+    RSS are the continued part's only; a size without one has none of it."""
+    top = _scale_results(1e9, 1500.0, 3000.0)[0]
+    top["sampled_tokens"] = 1e9
+    killed = {"units_finished": 2911, "started_utc": "2026-12-06T03:59:23Z", "last_unit_utc": "2026-12-06T06:04:04Z",
+              "wall_s_at_least": 7481.4, "continued_wall_s": 600.0}
+    st = top["stages"]["mixed_raw"]
+    st.update(wall_s=8081.4, wall_is_lower_bound=True, continued_killed_run=killed)
+    (tmp_path / "scale").mkdir()
+    (tmp_path / "scale" / "fit.json").write_text(json.dumps({"fit": {a: {"wall_exponent": 1.0, "time_exponent": 1.0,
+                                                                       "rss_exponent": 0.1} for a in top["stages"]}}))
+    (tmp_path / "scale" / "results.json").write_text(json.dumps([top]))
+    (tmp_path / "scale" / "resume_100m.json").write_text(json.dumps({"stages": []}))
+    for text in (rf.scale_goals(rf.Reports(tmp_path / "demo")), rf.scale(rf.Reports(tmp_path / "demo"))):
+        assert "| mix_sampler | ≥ " in text
+        assert "stages 1-4 took at least **" in text and "goal <= 2 h: **not met**" in text
+        assert "ran at least 124.7 min" in text and "2,911 units" in text and "finished from those units in 10.0 min" in text
+        assert "CPU and peak RSS are the continued part's only" in text
+    del st["wall_is_lower_bound"], st["continued_killed_run"]
+    st["wall_s"] = 1500.0
+    (tmp_path / "scale" / "results.json").write_text(json.dumps([top]))
+    text = rf.scale_goals(rf.Reports(tmp_path / "demo"))
+    assert "≥" not in text and "at least" not in text
