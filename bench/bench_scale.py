@@ -357,6 +357,27 @@ def _killed_run(data: Path, stage: str, log: Path) -> dict[str, Any] | None:
             "wall_s_at_least": round(last - start, 1)}
 
 
+def _lower_bound_wall(m: dict[str, Any]) -> None:
+    """A continued stage's wall is the killed part (at least) plus the continued part: a lower bound.
+
+    Also the migration for a measurement recorded before this rule (its ``continued_killed_run`` has no
+    ``continued_wall_s`` and its ``wall_s`` is the continued part's): idempotent, and the rates per second
+    are rescaled to the whole wall. Its CPU-s and peak RSS are the continued part's only, so it has no
+    tokens per CPU-second and ``fit`` leaves its CPU-s out."""
+    k = m["continued_killed_run"]
+    if "continued_wall_s" in k:
+        return
+    k["continued_wall_s"] = cont = m["wall_s"]
+    m["wall_s"] = round(k["wall_s_at_least"] + cont, 2)
+    m["wall_is_lower_bound"] = True
+    t = m.get("throughput")
+    if t:  # written by measure_size after this; present only in a measurement being migrated
+        for key, nd in (("docs_per_s", 1), ("mb_per_s", 2), ("tokens_per_s", None)):
+            if t.get(key):
+                t[key] = round(t[key] * cont / m["wall_s"], nd)
+        t["tokens_per_cpu_s"] = None
+
+
 def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str]) -> dict[str, Any]:
     out = ROOT / "bench" / "out" / "scale" / str(int(tokens))
     out.mkdir(parents=True, exist_ok=True)
@@ -391,10 +412,9 @@ def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str
         restart = [] if killed else ["--restart"]
         m = run_stage([sys.executable, SCRIPTS[a], "--config", args.config, *sets, "--force", *restart], env,
                       out / f"{a}.log")
-        if killed:  # the stage's wall is the killed part (at least) plus the continued part: a lower bound
-            m["continued_killed_run"] = {**killed, "continued_wall_s": m["wall_s"]}
-            m["wall_s"] = round(killed["wall_s_at_least"] + m["wall_s"], 2)
-            m["wall_is_lower_bound"] = True  # CPU-s and peak RSS are the continued part's only
+        if killed:
+            m["continued_killed_run"] = killed
+            _lower_bound_wall(m)
         man = json.loads((data / a / "manifest.json").read_text())
         m["bytes_written"] = _du(data / a) - before if before == 0 else _du(data / a)
         m["manifest_peak_rss_mb"] = man.get("peak_rss_mb")
@@ -417,7 +437,9 @@ def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str
         stages[a]["throughput"] = {"docs_per_s": docs and round(docs / w, 1), "mb_per_s": round(ch / 1e6 / w, 2),
                                    "tokens_per_s": tok and round(tok / w),
                                    # per CPU-second: what the work costs, less bent by a loaded machine
-                                   "tokens_per_cpu_s": round((tok or f["ds_tokens_sampled"]) / stages[a]["cpu_s"])}
+                                   # (none for a continued stage: its CPU-s is the continued part's only)
+                                   "tokens_per_cpu_s": None if stages[a].get("wall_is_lower_bound")
+                                   else round((tok or f["ds_tokens_sampled"]) / stages[a]["cpu_s"])}
     mix = json.loads((reports / "source_mix.json").read_text())  # stage 1's own account of the recipe
     return {"target_tokens": tokens, "corpus": corpus, "corpus_build_s": round(build_s, 1),
             "sampled_tokens": f["ds_tokens_sampled"], "packed_tokens": f["ours_tokens"],
@@ -455,18 +477,24 @@ def fit(results: list[dict[str, Any]]) -> dict[str, Any]:
         st = [r["stages"][a] for r in results]
         u = [s["units"] for s in st]
         rss = [s["peak_rss_tree_mb"] for s in st]
+        # a stage continued after a kill has the continued part's CPU-s only: left out of the CPU fits
+        whole = [(x, s) for x, s in zip(xs, st) if not s.get("wall_is_lower_bound")]
         out[a] = {"wall_exponent": _slope(xs, [s["wall_s"] for s in st]),
-                  "time_exponent": _slope(xs, [s["cpu_s"] for s in st]),
+                  "time_exponent": _slope([x for x, _ in whole], [s["cpu_s"] for _, s in whole]),
                   "rss_exponent": _slope(xs, rss), "rss_linear": _linear(u, rss),
                   # CPU-s = fixed + marginal x units: at small sizes the fixed part (imports, models,
                   # reports) bends the log-log exponent below 1; the marginal cost is what scales
-                  "cpu_linear": _linear(u, [s["cpu_s"] for s in st])}
+                  "cpu_linear": _linear([s["units"] for _, s in whole], [s["cpu_s"] for _, s in whole])}
+        if len(whole) < len(st):
+            out[a]["wall_is_lower_bound"] = True  # its wall exponent includes a lower-bound wall
     return out
 
 
-def _per_cpu(r: dict[str, Any], a: str) -> int:
+def _per_cpu(r: dict[str, Any], a: str) -> int | str:
     """Tokens (ours for stage 4, DeepSeek's before) per CPU-second of the stage."""
     s = r["stages"][a]
+    if s.get("wall_is_lower_bound"):
+        return "n/a (continued)"
     return round((r["packed_tokens"] if a == "packed" else r["sampled_tokens"]) / s["cpu_s"])
 
 
@@ -476,7 +504,8 @@ def markdown(results: list[dict[str, Any]], fits: dict[str, Any]) -> str:
     for r in results:
         for a in STAGES:
             s, t = r["stages"][a], r["stages"][a]["throughput"]
-            lines.append(f"| {r['packed_tokens']:,.0f} | {SCRIPTS[a]} | {s['wall_s']} | {s['cpu_s']} | "
+            ge = "≥ " if s.get("wall_is_lower_bound") else ""  # a stage continued after a kill
+            lines.append(f"| {r['packed_tokens']:,.0f} | {SCRIPTS[a]} | {ge}{s['wall_s']} | {s['cpu_s']} | "
                          f"{s['peak_rss_tree_mb']} | {s['bytes_written'] / 2**20:,.1f} | {t['docs_per_s'] or ''} | "
                          f"{t['mb_per_s']} | {t['tokens_per_s'] or ''} | {_per_cpu(r, a)} |")
     lines += ["", "| stage | wall exponent | CPU-s exponent | RSS exponent | CPU-s fixed + per 1M units | RSS MB fixed "
@@ -550,6 +579,10 @@ def write_results(out: Path, results: list[dict[str, Any]], publish: bool = Fals
     """results.json, fit.json and results.md into ``out`` and, with ``publish``, into the committed example
     that the docs' scale figures are generated from (``python -m minideepseek.readme_figures``), ``PUBLISH``."""
     _backfill_commits(out, results)
+    for r in results:  # measurements recorded before continued stages were lower bounds
+        for st in r["stages"].values():
+            if st.get("continued_killed_run"):
+                _lower_bound_wall(st)
     fits = fit(results)
     for d in (out, PUBLISH) if publish else (out,):
         d.mkdir(parents=True, exist_ok=True)

@@ -348,7 +348,7 @@ def scale(r: Reports) -> str:
         for a, st in res["stages"].items():
             lines.append(f"| {res['target_tokens']:,.0f} | {res['sampled_tokens']:,.0f} | {res['packed_tokens']:,.0f} "
                          f"| {names[a]} | {_ge(st)}{st['wall_s']:,.1f} | {st['cpu_s']:,.1f} | {st['peak_rss_tree_mb']:,.0f} "
-                         f"| {st['bytes_written'] / 2**20:,.1f} | {st['throughput']['tokens_per_cpu_s']:,} "
+                         f"| {st['bytes_written'] / 2**20:,.1f} | {_per_cpu_s(st)} "
                          f"| {(st.get('git_commit') or '?')[:7]} |")
     sizes = ", ".join(f"{x['packed_tokens'] / 1e6:,.1f}M" for x in results)
     lines += ["", f"Growth over the {len(results)} sizes ({sizes} packed tokens): exponents of a least-squares line "
@@ -370,6 +370,12 @@ def scale(r: Reports) -> str:
     if cross:
         lines += ["", cross]
     return "\n".join(lines) + "\n"
+
+
+def _per_cpu_s(st: dict) -> str:
+    """Tokens per CPU-second, or why there is none (a continued stage has the continued part's CPU-s only)."""
+    v = st["throughput"]["tokens_per_cpu_s"]
+    return "n/a (continued)" if v is None else f"{v:,}"
 
 
 def _ge(st: dict[str, Any]) -> str:
@@ -471,7 +477,9 @@ def scale_goals(r: Reports) -> str:
             lines.append("A negative redone figure: the uninterrupted run was slower than the killed run and its "
                          "resume together (sequential runs on a shared 2-core machine vary by ±30%).")
     lines += ["", "Reproduce: `.venv/bin/python bench/bench_scale.py --sizes 1e9 --resume --publish` (corpus build "
-              "excluded from the figures; `--resume` continues a size stage by stage after a kill), then "
+              "excluded from the figures; `--resume` continues a size stage by stage after a kill, measuring a "
+              "killed stage again whole; add `--continue-killed` to finish it from its units instead, its wall "
+              "then a lower bound), then "
               "`.venv/bin/python -m minideepseek.readme_figures`; the kill test: docs/scale.md, \"Kill and resume at "
               "scale\"."]
     return "\n".join(lines) + "\n"

@@ -229,3 +229,40 @@ def test_a_stage_continued_after_a_kill_is_a_lower_bound_in_both_scale_blocks(tm
     (tmp_path / "scale" / "results.json").write_text(json.dumps([top]))
     text = rf.scale_goals(rf.Reports(tmp_path / "demo"))
     assert "≥" not in text and "at least" not in text
+
+
+def test_bench_scale_records_a_continued_stage_as_a_lower_bound_and_keeps_its_cpu_out_of_the_fit() -> None:
+    """``bench_scale``'s rule for a stage finished by ``--continue-killed``, also applied to a measurement recorded
+    before the rule (its ``wall_s`` the continued part's): the wall becomes killed part + continued part, rates
+    per second shrink with it, tokens per CPU-second is withheld (the CPU is the continued part's), applying it
+    twice changes nothing, and the CPU fits leave that size out while the wall fit keeps it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_bench_scale", ROOT / "bench" / "bench_scale.py")
+    bs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bs)
+    m = {"wall_s": 3600.0, "cpu_s": 5000.0, "peak_rss_tree_mb": 4000.0, "units": 1.2e9, "bytes_written": 2**30,
+         "continued_killed_run": {"units_finished": 2911, "wall_s_at_least": 7200.0},
+         "throughput": {"docs_per_s": 140.0, "mb_per_s": 0.99, "tokens_per_s": 270000, "tokens_per_cpu_s": 200000}}
+    bs._lower_bound_wall(m)
+    assert m["wall_s"] == 10800.0 and m["wall_is_lower_bound"] is True
+    assert m["continued_killed_run"]["continued_wall_s"] == 3600.0
+    assert m["throughput"] == {"docs_per_s": 46.7, "mb_per_s": 0.33, "tokens_per_s": 90000, "tokens_per_cpu_s": None}
+    before = json.dumps(m, sort_keys=True)
+    bs._lower_bound_wall(m)
+    assert json.dumps(m, sort_keys=True) == before
+
+    def size(packed: float, wall: float, cpu: float) -> dict:
+        return {"packed_tokens": packed, "sampled_tokens": packed * 1.5,
+                "stages": {a: {"wall_s": wall, "cpu_s": cpu, "peak_rss_tree_mb": 1000.0, "units": packed * 1.5,
+                               "bytes_written": 2**20, "throughput": {"docs_per_s": 1.0, "mb_per_s": 1.0,
+                                                                      "tokens_per_s": 1}} for a in bs.STAGES}}
+    results = [size(1e7, 50.0, 100.0), size(1e8, 500.0, 1000.0), size(1e9, 0.0, 0.0)]
+    results[2]["stages"]["mixed_raw"] = {**m, "units": 1.5e9}
+    for a in bs.STAGES[1:]:
+        results[2]["stages"][a].update(wall_s=5000.0, cpu_s=10000.0)
+    f = bs.fit(results)
+    assert f["mixed_raw"]["time_exponent"] == 1.0 and f["mixed_raw"]["wall_is_lower_bound"] is True  # 2 sizes
+    assert f["mixed_raw"]["cpu_linear"][1] == pytest.approx((1000.0 - 100.0) / (1.5e8 - 1.5e7))  # 10M and 100M
+    assert f["mixed_raw"]["wall_exponent"] > 1.0  # the 1B wall (10,800 s) is in the wall fit
+    assert "wall_is_lower_bound" not in f["mixed_dedup"] and f["mixed_dedup"]["time_exponent"] == 1.0
+    assert "| ≥ 10800.0 |" in bs.markdown(results, f) and "n/a (continued)" in bs.markdown(results, f)
