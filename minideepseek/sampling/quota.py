@@ -177,12 +177,19 @@ class Taker:
             return True
         if self.epoch != 1:
             return False
-        if self._ahead is not None:
-            collect, self._ahead = self._ahead, None
-            collect()
-        while raws := self._read():
-            self._submit(raws)()
-        return True
+        # one batch in the workers while this process counts the previous one's tokens, as sampling does:
+        # submitting and collecting each batch in turn left the workers idle during the count and this
+        # process idle during the extraction (at 1B the drain was an hour of stage 1). Batches are still
+        # collected in reading order, so the store's rows and the recorded units are the same.
+        collect, self._ahead = self._ahead, None
+        while True:
+            raws = self._read()
+            ahead = self._submit(raws) if raws else None
+            if collect is not None:
+                collect()
+            if ahead is None:
+                return True
+            collect = ahead
 
     def count_ingestion_rejects(self, rejects: list[Reject]) -> None:
         """Records a file-based source rejected while reading (before sampling): seen and charged to the

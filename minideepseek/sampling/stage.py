@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -346,8 +347,12 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
         if store is not None:
             # a finite source is read to the end of its first pass, so what-ifs that need more documents than
             # the quota took are answerable (measured cost: bench/bench_signal_store.py); a stream is not
+            t0 = time.perf_counter()
             read_all = {n: t.drain_first_pass() if sc.signals == "full" and hasattr(sources[n], "spool_dir")
                         else t.stats.unique_units is not None for n, t in takers.items()}
+            if sc.signals == "full":  # its cost grows with the sources' surplus over the quota (docs/scale.md)
+                log.info("signal store: the rest of each finite source's first pass read in %.1f s",
+                         time.perf_counter() - t0)
             store.close(_store_meta(cfg, takers, weights, read_all))
     finally:
         if pool is not None:
