@@ -514,6 +514,64 @@ def test_whatif_with_a_token_target_the_run_met_early(trained, docstrings):
     assert set(real["web"]["ids"]) - set(run["web"]["ids"]), "the rerun took documents the first run never kept"
 
 
+def test_signals_headroom_bounds_the_read_past_the_quota_and_a_whatif_beyond_it_says_so(trained, docstrings):
+    """``sampler.signals_headroom``: the store reads only h x the records the quota read past it (whole batches),
+    the kept documents are byte-identical to the unbounded run's, the store's rows are the unbounded store's
+    first rows, and a what-if that needs more than was read asks for a rerun instead of guessing; a headroom
+    that covers the source reads it to the end."""
+    import pyarrow.parquet as pq
+
+    from minideepseek.runconfig import load_stage_config
+    from minideepseek.sampling.config import MixSamplerConfig
+    from minideepseek.sampling.whatif import NeedsRerun, predict
+
+    tmp = trained["tmp"] / "whatif_headroom"
+    tmp.mkdir()
+    model = str(trained["out"] / "model.bin")
+    chain = [{"type": "fineweb"}, {"type": "quality", "model": model, "threshold": 0.3}]
+    runs = {}
+    for name, extra in (("whole", {}), ("h0", {"signals_headroom": 0}), ("h1", {"signals_headroom": 1.0}),
+                        ("h50", {"signals_headroom": 50})):
+        cfg = _whatif_config(tmp, docstrings[800:1200], model, name, chain, target_tokens=3000, batch_size=16, **extra)
+        assert mix_sampler.main(["--config", str(cfg)]) == 0
+        art = tmp / "data" / name / "mixed_raw"
+        meta = json.loads((art / "signals" / "meta.json").read_text())
+        runs[name] = (cfg, art, meta, {s: pq.read_table(art / "signals" / f"{s}.parquet").to_pylist()
+                                       for s in ("web", "notes")})
+    whole, h0, h1, h50 = (runs[n] for n in ("whole", "h0", "h1", "h50"))
+    assert whole[2]["rows"] == {"web": 200, "notes": 200} and "signals_headroom" not in whole[2]
+    for cfg, art, _meta, rows in (h0, h1, h50):  # the same kept documents, byte for byte
+        data = sorted(p.name for p in whole[1].glob("*.arrow"))
+        assert data, "no data shard to compare"
+        for f in [*data, "rejects.jsonl", "state.json"]:
+            assert (art / f).read_bytes() == (whole[1] / f).read_bytes(), (cfg.name, f)
+        for s in ("web", "notes"):
+            assert [r["id"] for r in rows[s]] == [r["id"] for r in whole[3][s][:len(rows[s])]], (cfg.name, s)
+    for s in ("web", "notes"):
+        read = h0[2]["sources"][s]["first_pass_records_read"]
+        assert h0[2]["rows"][s] == read < 200 and not h0[2]["sources"][s]["first_pass_read_to_end"], s
+        # h = 1: about as many records again as the quota read, in whole batches of 16
+        assert read + read <= h1[2]["rows"][s] < read + read + 16 or h1[2]["rows"][s] == 200, s
+        assert h50[2]["rows"][s] == 200 and h50[2]["sources"][s]["first_pass_read_to_end"], s
+    tighter = ["sources.web.filters.1.threshold=0.95"]
+    pred = predict(load_stage_config(MixSamplerConfig, whole[0], tighter, quiet=True))
+    assert pred["sources"]["web"]["docs"] > 0
+    with pytest.raises(NeedsRerun, match="stopped reading"):
+        predict(load_stage_config(MixSamplerConfig, h0[0], tighter, quiet=True))
+
+
+def test_signals_headroom_needs_signals_full_and_a_number():
+    from minideepseek.config import ConfigError
+    from minideepseek.sampling.config import SamplerConfig
+
+    with pytest.raises(ConfigError, match="set signals: full or remove signals_headroom"):
+        SamplerConfig(target_tokens=10, signals="first_drop", signals_headroom=0.5)
+    for bad in (-0.1, float("inf"), "half", True):
+        with pytest.raises(ConfigError, match="must be a number >= 0"):
+            SamplerConfig(target_tokens=10, signals="full", signals_headroom=bad)
+    assert SamplerConfig(target_tokens=10, signals="full", signals_headroom=0).signals_headroom == 0
+
+
 def test_whatif_chain_alignment_refuses_what_it_cannot_answer():
     from minideepseek.sampling.whatif import NeedsRerun, _plan_chain
 

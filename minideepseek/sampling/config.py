@@ -14,7 +14,8 @@ from ..sources.config import SourceConfig, check_recipe
 @dataclass(frozen=True)
 class SamplerConfig:
     EXEC_ONLY: ClassVar[tuple[str, ...]] = ("num_proc", "batch_size", "strict")
-    HASH_OMIT_DEFAULT: ClassVar[tuple[str, ...]] = ("signals",)  # runs from before the store keep their hash
+    # runs from before these settings keep their hash
+    HASH_OMIT_DEFAULT: ClassVar[tuple[str, ...]] = ("signals", "signals_headroom")
 
     # The target, in one of two units. "all": as much as the sources hold at the recipe's weights (every
     # source read to the end, up to max_epochs passes, then the mix scaled to its scarcest source, as
@@ -36,6 +37,11 @@ class SamplerConfig:
     # counts the tokens of dropped documents too, so `report.py whatif` can predict a
     # new threshold's kept set and recipe fill without re-running stage 1. Kept documents are the same.
     signals: Literal["none", "first_drop", "full"] = "none"
+    # With "full", how far a finite source is read past its quota for the store: null (default) to the end of
+    # its first pass; a number h >= 0 stops after h x the records the quota read (in whole batches), so a
+    # corpus much larger than the target is not read whole: what-ifs that need more documents than were read
+    # say so (rerun stage 1). At 1B tokens of the scale corpus this read was about a third of stage 1.
+    signals_headroom: float | None = None
     token_counter: str = "deepseek"  # or a path to a tokenizer.json
     min_chars: int = 1
     max_chars: int = 2_000_000
@@ -56,6 +62,14 @@ class SamplerConfig:
         require(self.batch_size >= 1 and self.num_proc >= 1, "sampler.batch_size and sampler.num_proc must be >= 1")
         require(self.empty_source in ("error", "skip"),
                 f"sampler.empty_source={self.empty_source!r}: choose 'error' (default) or 'skip'")
+        if self.signals_headroom is not None:
+            require(self.signals == "full",
+                    f"sampler.signals_headroom={self.signals_headroom} bounds the signal store's read past the quota, "
+                    "which only sampler.signals: full does; set signals: full or remove signals_headroom")
+            require(isinstance(self.signals_headroom, (int, float)) and not isinstance(self.signals_headroom, bool)
+                    and 0 <= self.signals_headroom < float("inf"),
+                    f"sampler.signals_headroom={self.signals_headroom!r} must be a number >= 0 (0.5: read up to half "
+                    "as many records again as the quota read) or null (the whole first pass)")
         bad = [t for t in self.demo_tiers if t not in ("portable", "debian")]
         require(not bad, f"sampler.demo_tiers: unknown tier(s) {bad}; use portable and/or debian")
 

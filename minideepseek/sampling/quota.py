@@ -86,6 +86,7 @@ class Taker:
         self.tokens = 0
         self.chars = 0
         self.epoch_docs: Counter = Counter()
+        self.first_pass_read = 0  # raw records read in the first pass (the drain's headroom is a multiple)
 
     def _units(self, row: dict) -> int:
         return 1 if self.unit == "docs" else int(row["n_tokens"])
@@ -102,6 +103,8 @@ class Taker:
             raws.append(raw)
             if len(raws) >= self.batch_size:
                 break
+        if self.epoch == 1:
+            self.first_pass_read += len(raws)
         return raws
 
     def _submit(self, raws: list[RawDoc]) -> Callable[[], list[dict | Reject]]:
@@ -168,27 +171,33 @@ class Taker:
             self._check_budget()
         return True
 
-    def drain_first_pass(self) -> bool:
+    def drain_first_pass(self, headroom: float | None = None) -> bool:
         """Fetch the rest of the first pass without taking anything (``sampler.signals: full`` on a finite
         source): the fetch's signal store then holds every record, so a what-if that needs more documents
-        than the quota took can still be answered. Stats, rejects and the output do not change. Returns
-        whether the first pass is now read to its end (False once a second pass has started)."""
+        than the quota took can still be answered. With ``headroom`` h, stop once h x the records read so
+        far have been read again (whole batches: the same records on every run and resume). Stats, rejects
+        and the output do not change. Returns whether the first pass is now read to its end (False once a
+        second pass has started, or when the headroom stopped it first)."""
         if self.stats.unique_units is not None:
             return True
         if self.epoch != 1:
             return False
+        budget = math.inf if headroom is None else math.ceil(headroom * self.first_pass_read)
         # one batch in the workers while this process counts the previous one's tokens, as sampling does:
         # submitting and collecting each batch in turn left the workers idle during the count and this
         # process idle during the extraction (at 1B the drain was an hour of stage 1). Batches are still
         # collected in reading order, so the store's rows and the recorded units are the same.
         collect, self._ahead = self._ahead, None
+        ended = False
         while True:
-            raws = self._read()
+            raws = self._read() if budget > 0 else []
+            ended = ended or (budget > 0 and not raws)
+            budget -= len(raws)
             ahead = self._submit(raws) if raws else None
             if collect is not None:
                 collect()
             if ahead is None:
-                return True
+                return ended
             collect = ahead
 
     def count_ingestion_rejects(self, rejects: list[Reject]) -> None:

@@ -348,7 +348,8 @@ def _sample(cfg: MixSamplerConfig, sources: dict, col: _Collector, counter: Toke
             # a finite source is read to the end of its first pass, so what-ifs that need more documents than
             # the quota took are answerable (measured cost: bench/bench_signal_store.py); a stream is not
             t0 = time.perf_counter()
-            read_all = {n: t.drain_first_pass() if sc.signals == "full" and hasattr(sources[n], "spool_dir")
+            read_all = {n: t.drain_first_pass(sc.signals_headroom) if sc.signals == "full"
+                        and hasattr(sources[n], "spool_dir")
                         else t.stats.unique_units is not None for n, t in takers.items()}
             if sc.signals == "full":  # its cost grows with the sources' surplus over the quota (docs/scale.md)
                 log.info("signal store: the rest of each finite source's first pass read in %.1f s",
@@ -387,7 +388,11 @@ def _store_meta(cfg: MixSamplerConfig, takers: dict[str, Taker], weights: dict[s
                         "max_reject_fraction": sc.max_reject_fraction, "min_chars": sc.min_chars,
                         "max_chars": sc.max_chars},
             "sources": {n: {"first_pass_read_to_end": read_all[n], "max_epochs": t.max_epochs,
-                            "epochs_started": t.stats.epochs_started} for n, t in takers.items()}}
+                            "epochs_started": t.stats.epochs_started,
+                            # with a headroom (absent without one: the stores of earlier runs are unchanged)
+                            **({"first_pass_records_read": t.first_pass_read} if sc.signals_headroom is not None
+                               else {})} for n, t in takers.items()},
+            **({"signals_headroom": sc.signals_headroom} if sc.signals_headroom is not None else {})}
 
 
 def _assemble(cfg: MixSamplerConfig, sampled: _Sampled, spill_root: Path, tmp: Path) -> tuple[DatasetWriter, list[str],

@@ -189,7 +189,8 @@ def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> d
         emitted[s.name] = []
 
         def iter_epoch(epoch: int, name: str = s.name, n: int = len(rows), end: bool = read_to_end,
-                       rows: list[dict[str, Any]] = rows) -> Iterator[int]:
+                       rows: list[dict[str, Any]] = rows, headroom: float | None = meta.get("signals_headroom")
+                       ) -> Iterator[int]:
             if epoch > 1:
                 if not end:
                     raise NeedsRerun(f"source {name} would need a second pass (upsampling) of a source the run did "
@@ -198,8 +199,10 @@ def predict(new: MixSamplerConfig, drop: dict[str, set[int]] | None = None) -> d
                 return
             yield from range(n)
             if not end:
-                raise NeedsRerun(f"source {name}: the run stopped reading at its quota ({n:,} documents evaluated) and "
-                                 "this what-if needs more; rerun stage 1 (or build it with a target it reads whole)")
+                past = (f"its quota plus sampler.signals_headroom={headroom}" if headroom is not None else "its quota")
+                raise NeedsRerun(f"source {name}: the run stopped reading at {past} ({n:,} documents evaluated) and "
+                                 "this what-if needs more; rerun stage 1 (with a larger signals_headroom, or null to "
+                                 "read the whole first pass)")
 
         def fetch(positions: list[int], name: str = s.name, rows: list[dict[str, Any]] = rows,
                   steps: list[_Step] = steps) -> list[dict | Reject]:
