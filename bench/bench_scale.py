@@ -392,14 +392,16 @@ def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str
             # the smallest sizes have too little text for 150K merges (the guard would stop stage 3);
             # the final vocabulary is in each size's tokenizer report
             "--set", "tokenizer.allow_smaller_vocab=true"]
-    for q in quality_sets:
+    for q in [*quality_sets, *args.set]:
         sets += ["--set", q]
     data, reports = out / "data" / name, out / "reports" / name
     stages: dict[str, Any] = {}
     for a in STAGES:
         done = out / f"{a}.measured.json"  # one file per finished stage: a long size resumes stage by stage
-        if args.resume and done.is_file() and (data / a / "manifest.json").is_file():
-            stages[a] = json.loads(done.read_text())
+        earlier = json.loads(done.read_text()) if args.resume and done.is_file() else None
+        # a stage measured under other --set settings is measured again, not mixed into this size's figures
+        if earlier is not None and earlier.get("extra_sets", []) == args.set and (data / a / "manifest.json").is_file():
+            stages[a] = earlier
             print(f"  {int(tokens):>12,} {a:<12} measured earlier ({done})", flush=True)
             continue
         done.unlink(missing_ok=True)
@@ -415,6 +417,8 @@ def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str
         if killed:
             m["continued_killed_run"] = killed
             _lower_bound_wall(m)
+        if args.set:
+            m["extra_sets"] = args.set
         man = json.loads((data / a / "manifest.json").read_text())
         m["bytes_written"] = _du(data / a) - before if before == 0 else _du(data / a)
         m["manifest_peak_rss_mb"] = man.get("peak_rss_mb")
@@ -441,7 +445,8 @@ def measure_size(tokens: float, args: argparse.Namespace, quality_sets: list[str
                                    "tokens_per_cpu_s": None if stages[a].get("wall_is_lower_bound")
                                    else round((tok or f["ds_tokens_sampled"]) / stages[a]["cpu_s"])}
     mix = json.loads((reports / "source_mix.json").read_text())  # stage 1's own account of the recipe
-    return {"target_tokens": tokens, "corpus": corpus, "corpus_build_s": round(build_s, 1),
+    return {"target_tokens": tokens, **({"extra_sets": args.set} if args.set else {}),
+            "corpus": corpus, "corpus_build_s": round(build_s, 1),
             "sampled_tokens": f["ds_tokens_sampled"], "packed_tokens": f["ours_tokens"],
             "mix": {"recipe_met": mix["recipe"]["met"], "tolerance_pp": mix["tolerance_pp"],
                     "max_abs_deviation_pp": mix["totals"]["max_abs_deviation_pp"],
@@ -534,6 +539,9 @@ def main() -> int:
                    help="finish a stage that an earlier call left killed from its finished units instead of "
                         "measuring it whole; the result records the killed part (units, at-least wall) beside "
                         "the continued part's own wall, so the stage's wall is a lower bound, said as such")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting added to the demo config's for every stage (e.g. sampler.signals_headroom=0.5); "
+                        "recorded with the size and named wherever its figures are shown")
     p.add_argument("--corpus-only", action="store_true",
                    help="build each size's scale corpus and print where it is (and the environment the stages "
                         "need to read it) without running the stages: for bench/bench_resume.py at scale")

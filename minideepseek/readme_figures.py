@@ -414,9 +414,11 @@ def goal_sentence(top: dict[str, Any], names: dict[str, str]) -> str:
         return ("met" if ok else "**not met**") if at_goal else "the goal is for 1B"
 
     scaled = f" = **{wall * k / 3600:.2f} h** scaled linearly to 1B sampled tokens" if k > 1.0 else ""
+    # settings a call added to the demo config's (bench_scale.py --set) are part of what was measured
+    extra = "".join(f", `--set {x}`" for x in top.get("extra_sets", []))
     return (f"({top['target_tokens']:,.0f} target DeepSeek tokens, {top['sampled_tokens']:,.0f} sampled, "
-            f"{top['packed_tokens']:,.0f} packed): stages 1-4 took {at_least}**{wall / 3600:.2f} h** wall{scaled} (goal <= "
-            f"{GOAL_WALL_H:g} h: {verdict(wall * k <= GOAL_WALL_H * 3600)}), peak RSS **{rss / 1024:.1f} GB** as "
+            f"{top['packed_tokens']:,.0f} packed{extra}): stages 1-4 took {at_least}**{wall / 3600:.2f} h** wall{scaled} "
+            f"(goal <= {GOAL_WALL_H:g} h: {verdict(wall * k <= GOAL_WALL_H * 3600)}), peak RSS **{rss / 1024:.1f} GB** as "
             f"measured ({names[worst]}; goal <= {GOAL_RSS_GB:g} GB: {verdict(rss <= GOAL_RSS_GB * 1024)}), "
             f"**{disk / 2**30:.1f} GiB** written by the four artifacts.")
 

@@ -228,7 +228,12 @@ def test_a_stage_continued_after_a_kill_is_a_lower_bound_in_both_scale_blocks(tm
     st["wall_s"] = 1500.0
     (tmp_path / "scale" / "results.json").write_text(json.dumps([top]))
     text = rf.scale_goals(rf.Reports(tmp_path / "demo"))
-    assert "≥" not in text and "at least" not in text
+    assert "≥" not in text and "at least" not in text and "--set" not in text
+    # a size measured with settings added to the demo config's (bench_scale.py --set) names them
+    top["extra_sets"] = ["sampler.signals_headroom=0.5"]
+    (tmp_path / "scale" / "results.json").write_text(json.dumps([top]))
+    text = rf.scale_goals(rf.Reports(tmp_path / "demo"))
+    assert "packed, `--set sampler.signals_headroom=0.5`): stages 1-4 took" in text
 
 
 def test_bench_scale_records_a_continued_stage_as_a_lower_bound_and_keeps_its_cpu_out_of_the_fit() -> None:
