@@ -245,6 +245,15 @@ def test_derived_corpus_is_read_only_on_purpose_and_only_from_pinned_sources(cac
     corpus = build_demo_corpus(dl.parent, tiers=("debian",), expected=exp)
     assert corpus.integrity_warnings == [] and "derived" in corpus.manifest["integrity"]
     assert len(list(corpus.iter_domain("zh"))) == 3
+    # its domain files match their sha256s: their records are not read back again (at 1B, minutes)
+    from minideepseek.demo_corpus import build as build_mod
+
+    def no_reread(corpus: DemoCorpus) -> None:
+        raise AssertionError("a derived corpus whose files match was re-hashed record by record")
+
+    with monkeypatch.context() as m:
+        m.setattr(build_mod, "record_hashes", no_reread)
+        assert build_demo_corpus(dl.parent, tiers=("debian",), expected=exp).manifest["derived"]
     # a claimed source the repo pins with another hash: refused even with the opt-in
     _derive(built, recombined, _sha(b"other records"))
     with pytest.raises(IntegrityError, match="built records of component bar"):
