@@ -1,6 +1,11 @@
 """What the signal store costs stage 1: wall time and bytes, ``sampler.signals`` none vs first_drop vs full.
 
     .venv/bin/python bench/bench_signal_store.py [--config configs/demo.yaml] [--repeats 1] [--set KEY=VALUE ...]
+        [--headroom H ...]   # also full with sampler.signals_headroom=H (a mode "full@H" each)
+
+On the scale corpus (docs/scale.md): ``MINIDEEPSEEK_CACHE=bench/out/scale/100000000/cache
+MINIDEEPSEEK_ALLOW_DERIVED_CORPUS=1`` and ``--set sampler.target_tokens=100000000`` plus the quality
+``--set`` that ``bench_scale.py --corpus-only`` prints.
 
 Runs stage 1 (``mix_sampler.py --force``) once untimed (warm-up: the first run of a series pays for a
 cold page cache and was the slowest in every series), then once per mode and repeat, interleaved and
@@ -57,24 +62,29 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--set", dest="overrides", action="append", default=[])
     p.add_argument("--out", default=str(ROOT / "bench" / "out" / "signal_store"))
+    p.add_argument("--headroom", type=float, action="append", default=[],
+                   help="also run signals: full with sampler.signals_headroom=H (repeatable)")
     args = p.parse_args()
     out = Path(args.out)
-    walls: dict[str, list[float]] = {m: [] for m in MODES}
-    cpus: dict[str, list[float]] = {m: [] for m in MODES}
+    modes = (*MODES, *(f"full@{h:g}" for h in args.headroom))
+    walls: dict[str, list[float]] = {m: [] for m in modes}
+    cpus: dict[str, list[float]] = {m: [] for m in modes}
     info: dict[str, dict] = {}
 
     def run(mode: str, name: str) -> float:
+        signals, _, headroom = mode.partition("@")
         cmd = [sys.executable, str(ROOT / "mix_sampler.py"), "--config", args.config, "--force",
                "--log-level", "WARNING", "--set", f"run.name={name}", "--set", f"run.data_dir={out / 'data'}",
-               "--set", f"run.reports_dir={out / 'reports'}", "--set", f"sampler.signals={mode}",
+               "--set", f"run.reports_dir={out / 'reports'}", "--set", f"sampler.signals={signals}",
+               *(["--set", f"sampler.signals_headroom={headroom}"] if headroom else []),
                *[x for o in args.overrides for x in ("--set", o)]]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
         return _tree_cpu(proc)
 
     run("none", "bench_signals_warmup")
     for rep in range(args.repeats):
-        for mode in MODES if rep % 2 == 0 else MODES[::-1]:
-            name = f"bench_signals_{mode}"
+        for mode in modes if rep % 2 == 0 else modes[::-1]:
+            name = f"bench_signals_{mode.replace('@', '_h')}"
             cpus[mode].append(run(mode, name))
             art = out / "data" / name / "mixed_raw"
             man = json.loads((art / "manifest.json").read_text())
@@ -90,7 +100,7 @@ def main() -> None:
     print("\n| signals | stage-1 wall (median) | vs none | CPU (median) | vs none | docs evaluated | store bytes | "
           "bytes per 1M docs |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for mode in MODES:
+    for mode in modes:
         w, c = statistics.median(walls[mode]), statistics.median(cpus[mode])
         i = info[mode]
         per_m = i["store_bytes"] / i["rows"] * 1e6 if i["rows"] else 0
