@@ -430,8 +430,16 @@ def projection_sentence(results: list[dict], names: dict[str, str]) -> str:
         return ""
     lo, hi, per = proj
     total = sum(per.values())
-    measured = any(r["target_tokens"] >= 1e9 and r["sampled_tokens"] >= FULL_SAMPLE * r["target_tokens"]
-                   for r in results)
+    run = next((r for r in results if r["target_tokens"] >= 1e9 and r["sampled_tokens"] >= FULL_SAMPLE * r["target_tokens"]),
+               None)
+    measured = run is not None
+    # with a measured 1B run, the run is the verdict: say how far the straight line is from it
+    gap = ""
+    if run is not None:
+        wall = sum(st["wall_s"] for st in run["stages"].values())
+        at_least = "at least " if any(st.get("wall_is_lower_bound") for st in run["stages"].values()) else ""
+        gap = (f" The measured run took {at_least}{wall / 3600:.2f} h, {at_least}{wall / total:.1f}x this line: the "
+               "run, not the line, is the verdict (the sizes' commits differ; see the table).")
     return (("Cross-check against the measured 1B run: projected" if measured else "Projected")
             + f" to 1B sampled tokens from the two largest sizes that sampled their whole target "
             f"({lo['sampled_tokens']:,.0f} and {hi['sampled_tokens']:,.0f}: the recipe's mix), each stage's wall "
@@ -439,7 +447,7 @@ def projection_sentence(results: list[dict], names: dict[str, str]) -> str:
             + ", ".join(f"{names[a]} {w / 60:,.0f} min" for a, w in per.items())
             + f" = **{total / 3600:.2f} h** (goal <= {GOAL_WALL_H:g} h: "
             f"{'met' if total <= GOAL_WALL_H * 3600 else '**not met**'}; train_tokenizer's BPE sample is "
-            "capped by `tokenizer.max_train_chars`, so its linear share is an upper bound).")
+            "capped by `tokenizer.max_train_chars`, so its linear share is an upper bound)." + gap)
 
 
 def scale_goals(r: Reports) -> str:

@@ -4,6 +4,7 @@ pipeline summary states the smoke-train figures and no raw dicts."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -197,6 +198,8 @@ def test_scale_goals_block_states_the_measured_1b_run_its_mix_and_the_resume_fig
     assert "stages 1-4 took **1.67 h** wall (goal <= 2 h: met)" in text and "scaled linearly" not in text
     assert "goal <= 16 GB: met" in text and "within 0.012 pp of its token share" in text and "ran dry: none" in text
     assert text.count("Cross-check against the measured 1B run: projected") == 1
+    assert re.search(r"The measured run took 1\.67 h, \d+\.\dx this line: the run, not the line, is the verdict",
+                     text), text
     assert "mix_sampler killed after 210 of 350 units (60.0 s in)" in text and "**fingerprint differs**" in text
     top["mix"] = {**top["mix"], "recipe_met": False, "short_sources": ["arxiv"]}
     (tmp_path / "scale" / "results.json").write_text(json.dumps([size(1e7, 1e7, 100.0), size(1e8, 1e8, 550.0), top]))
