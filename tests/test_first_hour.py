@@ -186,12 +186,18 @@ def test_ctrl_c_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     # interrupt once the pool has produced documents (the progress bar counts them): a fixed sleep after a
     # file appears raced the stage on a loaded machine
+    # raw chunks, not lines: tqdm redraws the bar with \r, so a readline() holds every redraw until the next
+    # log line, which may be the stage's last (it then finished before the interrupt and exited 0)
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(p.stderr.readline, "")), daemon=True)
+
+    def pump() -> None:
+        while chunk := os.read(p.stderr.fileno(), 65536):
+            lines.append(chunk.decode("utf-8", errors="replace"))
+
+    reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     deadline = time.time() + 120
-    while time.time() < deadline and p.poll() is None and not any(re.search(r"sampling: [1-9]\d*docs", x)
-                                                                   for x in list(lines)):
+    while time.time() < deadline and p.poll() is None and not re.search(r"sampling: [1-9]\d*docs", "".join(lines)):
         time.sleep(0.05)
     os.killpg(p.pid, signal.SIGINT)
     p.stdout.read()  # drained, so the stage never blocks on a full pipe
