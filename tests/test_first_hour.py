@@ -182,8 +182,11 @@ def test_ctrl_c_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
            "sampler": {"target_docs": "all", "num_proc": 2, "batch_size": 16}}
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(cfg))
+    # SIGINT as a terminal leaves it: a suite started in the background by a non-interactive shell (`cmd &`)
+    # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler at all
     p = subprocess.Popen([sys.executable, "mix_sampler.py", "--config", str(path)], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # interrupt once the pool has produced documents (the progress bar counts them): a fixed sleep after a
     # file appears raced the stage on a loaded machine
     # raw chunks, not lines: tqdm redraws the bar with \r, so a readline() holds every redraw until the next
