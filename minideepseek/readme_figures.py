@@ -432,7 +432,6 @@ def projection_sentence(results: list[dict], names: dict[str, str]) -> str:
     total = sum(per.values())
     run = next((r for r in results if r["target_tokens"] >= 1e9 and r["sampled_tokens"] >= FULL_SAMPLE * r["target_tokens"]),
                None)
-    measured = run is not None
     # with a measured 1B run, the run is the verdict: say how far the straight line is from it
     gap = ""
     if run is not None:
@@ -440,7 +439,7 @@ def projection_sentence(results: list[dict], names: dict[str, str]) -> str:
         at_least = "at least " if any(st.get("wall_is_lower_bound") for st in run["stages"].values()) else ""
         gap = (f" The measured run took {at_least}{wall / 3600:.2f} h, {at_least}{wall / total:.1f}x this line: the "
                "run, not the line, is the verdict (the sizes' commits differ; see the table).")
-    return (("Cross-check against the measured 1B run: projected" if measured else "Projected")
+    return (("Cross-check against the measured 1B run: projected" if run is not None else "Projected")
             + f" to 1B sampled tokens from the two largest sizes that sampled their whole target "
             f"({lo['sampled_tokens']:,.0f} and {hi['sampled_tokens']:,.0f}: the recipe's mix), each stage's wall "
             "extended linearly by its marginal seconds per sampled token between them: "

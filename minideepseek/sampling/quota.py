@@ -188,16 +188,14 @@ class Taker:
         # process idle during the extraction (at 1B the drain was an hour of stage 1). Batches are still
         # collected in reading order, so the store's rows and the recorded units are the same.
         collect, self._ahead = self._ahead, None
-        ended = False
         while True:
             raws = self._read() if budget > 0 else []
-            ended = ended or (budget > 0 and not raws)
             budget -= len(raws)
             ahead = self._submit(raws) if raws else None
             if collect is not None:
                 collect()
-            if ahead is None:
-                return ended
+            if ahead is None:  # budget still > 0: the pass ran out before the headroom did
+                return budget > 0
             collect = ahead
 
     def count_ingestion_rejects(self, rejects: list[Reject]) -> None:
