@@ -290,14 +290,31 @@ def _du(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.exists() else 0
 
 
+def _machine_cpu() -> tuple[float, float] | None:
+    """(busy, steal) CPU-seconds of the whole machine since boot, from /proc/stat (None elsewhere)."""
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (f + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq) / hz, steal / hz
+
+
 def run_stage(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, float]:
     """Run one stage; its wall, CPU-s and the process tree's peak RSS, sampled every 0.2 s.
 
     CPU-s is the larger of rusage(children) (the stage and the descendants it waited for) and the sum,
     over every process of the tree seen, of its last sampled user+system time: a multiprocessing
     forkserver's workers are not our descendants in rusage terms (measured: 15 CPU-s for a 350 s,
-    two-process stage 1), so the sampled sum is what counts there (it misses <= 0.2 s per process)."""
+    two-process stage 1), so the sampled sum is what counts there (it misses <= 0.2 s per process).
+
+    Beside it, what the machine did meanwhile: its busy CPU-seconds less the stage's (``other_cpu_s``:
+    other processes, this monitor included) and the CPU-seconds the hypervisor stole (``steal_s``). A
+    stage that ran slower than its size says only these tell a busy or oversubscribed machine from a
+    stage that grows faster than its work."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    m0 = _machine_cpu()
     t0 = time.perf_counter()
     cpu_seen: dict[int, float] = {}
     with open(log, "w") as fh:
@@ -321,13 +338,18 @@ def run_stage(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, float
             peak = max(peak, rss)
             time.sleep(0.2)
     wall = time.perf_counter() - t0
+    m1 = _machine_cpu()
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}); see {log}")
     rusage_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    return {"wall_s": round(wall, 2), "cpu_s": round(max(rusage_cpu, sum(cpu_seen.values())), 2),
+    cpu = max(rusage_cpu, sum(cpu_seen.values()))
+    machine = {} if m0 is None or m1 is None else {
+        "machine_busy_cpu_s": round(m1[0] - m0[0], 1), "other_cpu_s": round(max(0.0, m1[0] - m0[0] - cpu), 1),
+        "steal_s": round(m1[1] - m0[1], 1)}
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
             "cpu_rusage_s": round(rusage_cpu, 2), "cpu_sampled_s": round(sum(cpu_seen.values()), 2),
-            "processes": len(cpu_seen), "peak_rss_tree_mb": round(peak / 2**20, 1)}
+            "processes": len(cpu_seen), "peak_rss_tree_mb": round(peak / 2**20, 1), **machine}
 
 
 def _killed_run(data: Path, stage: str, log: Path) -> dict[str, Any] | None:

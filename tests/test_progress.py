@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from minideepseek.progress import Heartbeat, Laps, phases_line
+from minideepseek.progress import Heartbeat, Laps, RateLog, phases_line
 
 
 def test_laps_record_each_phase_and_log_it(caplog: pytest.LogCaptureFixture) -> None:
@@ -44,3 +44,17 @@ def test_heartbeat_reports_input_then_second_phase(caplog: pytest.LogCaptureFixt
     assert hb.line(3.0) == "stage_y: training: 3 s, computing merges, input read (6/6 docs)"
     hb2 = Heartbeat("s", "w", total=None, unit="rows")
     assert hb2.line(12.4) == "s: w: 12 s, reading input: 0 rows"
+
+
+def test_rate_log_says_each_tenth_once_with_its_rate(caplog: pytest.LogCaptureFixture) -> None:
+    log = logging.getLogger("test.rate")
+    with caplog.at_level("INFO", logger="test.rate"):
+        rate = RateLog("sampling", 1000, "tokens", logger=log)
+        for n in [50, 50, 450, 10]:  # 10%, then a jump over 20-50%, then short of 60%
+            rate.update(n)
+        msgs = [r.getMessage() for r in caplog.records]
+        assert [m.split(" of ")[0] for m in msgs] == [f"sampling: {p}%" for p in (10, 20, 30, 40, 50)]
+        rate.update(10_000)  # past the total: the marks stop at 100%
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 10 and msgs[-1].startswith("sampling: 100% of 1,000 tokens in ")
+    assert all("tokens/s overall" in m and "load average" in m for m in msgs)

@@ -4,6 +4,7 @@ pipeline summary states the smoke-train figures and no raw dicts."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -274,3 +275,22 @@ def test_bench_scale_records_a_continued_stage_as_a_lower_bound_and_keeps_its_cp
     assert f["mixed_raw"]["wall_exponent"] > 1.0  # the 1B wall (10,800 s) is in the wall fit
     assert "wall_is_lower_bound" not in f["mixed_dedup"] and f["mixed_dedup"]["time_exponent"] == 1.0
     assert "| ≥ 10800.0 |" in bs.markdown(results, f) and "n/a (continued)" in bs.markdown(results, f)
+
+
+@pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="the machine's CPU counters are Linux's /proc/stat")
+def test_bench_scale_measures_what_else_the_machine_did_beside_a_stage(tmp_path: Path) -> None:
+    """A stage's row says the machine's other busy CPU-seconds and the hypervisor's steal beside its own:
+    a CPU-bound process started next to the stage shows up as other CPU, not as the stage's."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_bench_scale", ROOT / "bench" / "bench_scale.py")
+    bs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bs)
+    spin = [sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass"]
+    beside = subprocess.Popen(spin)  # the "something else" on the machine
+    try:
+        m = bs.run_stage(spin, dict(os.environ), tmp_path / "stage.log")
+    finally:
+        beside.wait()
+    assert m["cpu_s"] >= 0.9  # the stage's own second
+    assert m["machine_busy_cpu_s"] >= m["cpu_s"] + m["other_cpu_s"] - 0.5
+    assert m["other_cpu_s"] >= 0.5 and m["steal_s"] >= 0  # most of the other process's second, while it ran

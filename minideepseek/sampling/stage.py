@@ -36,6 +36,7 @@ from ..executor import LocalExecutor
 from ..fsio import write_json_atomic, write_text_atomic
 from ..invocation import Command
 from ..mdsafe import redact
+from ..progress import RateLog
 from ..records import DOC_FEATURES, SCHEMA_VERSION, RawDoc, Reject, copy_epoch
 from ..sources import make_source
 from ..stage import InputRef, Manifest, StageRun
@@ -268,6 +269,7 @@ class _Collector:
         self.mods: dict[str, Counter] = {n: Counter() for n in names}
         self.examples: dict[str, dict[tuple[str, str], list[dict]]] = {n: {} for n in names}
         self.bar = tqdm(total=sc.target, unit=sc.unit, desc="sampling", dynamic_ncols=True, mininterval=2)
+        self.rate = RateLog("sampling", sc.target, sc.unit, logger=log)
 
     def emitter(self, name: str) -> Callable[[dict], None]:
         def emit(row: dict) -> None:
@@ -284,7 +286,9 @@ class _Collector:
                 self.dup_ids[name] += 1
             self.seen_ids.add(row["id"])
             self.spills[name].append(row)
-            self.bar.update(1 if self.unit == "docs" else row["n_tokens"])
+            n = 1 if self.unit == "docs" else row["n_tokens"]
+            self.bar.update(n)
+            self.rate.update(n)
         return emit
 
     def on_reject(self, rej: Reject) -> None:
