@@ -49,11 +49,12 @@ class Laps:
 class RateLog:
     """One log line per tenth (``parts``) of a known total: the rate overall and over the last part, and
     the machine's load average. A run of hours then says whether it slowed down as it went (the load
-    stayed where it was: our work got dearer) or the machine was busy with something else (the load rose)."""
+    stayed where it was: our work got dearer) or the machine was busy with something else (the load rose).
+    Marks reached in the first ``min_s`` seconds are not logged: a small run's log stays as it was."""
 
     def __init__(self, what: str, total: float, unit: str, parts: int = 10,
-                 logger: logging.Logger | None = None) -> None:
-        self.what, self.total, self.unit, self.parts = what, total, unit, parts
+                 logger: logging.Logger | None = None, min_s: float = 10.0) -> None:
+        self.what, self.total, self.unit, self.parts, self.min_s = what, total, unit, parts, min_s
         self.log = logger or logging.getLogger("minideepseek.progress")
         self.done = self.done_last = 0.0
         self.k = 1  # the next mark, in parts
@@ -63,13 +64,16 @@ class RateLog:
         self.done += n
         while self.k <= self.parts and self.done >= self.k * self.total / self.parts:
             now = time.perf_counter()
+            self.k += 1
+            if now - self.t0 < self.min_s:
+                self.t_last, self.done_last = now, self.done
+                continue
             load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
             self.log.info("%s: %d%% of %s %s in %.0f s: %.0f %s/s overall, %.0f over the last %d%%; load average %.2f",
-                          self.what, 100 * self.k // self.parts, f"{self.total:,.0f}", self.unit, now - self.t0,
+                          self.what, 100 * (self.k - 1) // self.parts, f"{self.total:,.0f}", self.unit, now - self.t0,
                           self.done / max(now - self.t0, 1e-9), self.unit,
                           (self.done - self.done_last) / max(now - self.t_last, 1e-9), 100 // self.parts, load)
             self.t_last, self.done_last = now, self.done
-            self.k += 1
 
 
 def phases_line(phases: dict[str, float]) -> str:

@@ -166,6 +166,70 @@ def test_short_repeat_is_kept_and_engines_agree():
     assert small.chunks > 1 and 15 not in small.cut and 4 not in small.cut
 
 
+@pytest.mark.parametrize("engine", ["numpy", "pydivsufsort"])
+def test_substring_chunks_as_pool_tasks_find_what_one_process_finds(tmp_path, engine):
+    """The pool's path (token counts, the chunk plan, one task per chunk, merged in order) gives
+    find_repeats's result: same cuts, counters and examples, with texts read back from the stage's input
+    rows and from the text store, over several chunks, each chunk with its own token ids."""
+    if engine == "pydivsufsort" and not have_pydivsufsort():
+        pytest.skip("pydivsufsort is not installed")
+    from minideepseek.arrow_io import DatasetWriter
+    from minideepseek.crossdedup.docs import Texts
+    from minideepseek.crossdedup.substrings import (
+        ChunkTask,
+        SubstringResult,
+        TextRefs,
+        chunk_repeats,
+        count_tokens,
+        merge,
+        plan_chunks,
+    )
+    from minideepseek.crossdedup.textstore import TextStore
+    from minideepseek.records import DOC_FEATURES, text_hash
+
+    rng = random.Random(11)
+    words = [f"w{k}" for k in range(40)]
+    docs = [" ".join(rng.choice(words) for _ in range(rng.randint(80, 400))) for _ in range(90)]
+    for k in range(89):  # a 60-token block shared by neighbours (mostly in one chunk), some also a chunk apart
+        block = " ".join(rng.choice(words) for _ in range(60))
+        docs[k] += " " + block
+        docs[k + 1] = block + " . " + docs[k + 1]
+        if k % 5 == 0:
+            docs[(k + 30) % 90] += " " + block
+    ids = [f"s/{i:04d}" for i in range(len(docs))]
+    rows = [{"id": ids[i], "source": "s", "text": t, "url": "", "license": "", "lang": "en", "lang_score": 1.0,
+             "n_chars": len(t), "n_tokens": 1, "hash": text_hash(t), "quality_signals": "{}", "stage": "mix_sampler",
+             "audit_trace": []} for i, t in enumerate(docs)]
+    w = DatasetWriter(tmp_path / "raw", DOC_FEATURES)
+    w.write_rows(rows)
+    w.close()
+    raw = Texts(tmp_path / "raw")
+    store = TextStore(tmp_path / "work")
+    current = list(docs)
+    for i in range(0, 90, 3):  # every third document was rewritten by an earlier step
+        current[i] = docs[i].replace(" w3 ", " w3 w3 ")
+        store[i] = current[i]
+    order = [i for i in range(90) if i % 7]  # the step's documents, in run order
+    max_tokens = 5000
+    ref = find_repeats([(i, current[i]) for i in order], 50, engine, max_tokens, 1, ids, True)
+
+    def refs(part: list[int]) -> TextRefs:
+        return TextRefs(tuple(part), tuple(store.ref(i) if i in store else (-1, 0) for i in part), raw.shards,
+                        str(store.path))
+
+    counts = [n for s0 in range(0, len(order), 16) for n in count_tokens(refs(order[s0:s0 + 16]))]
+    assert counts == [len(_TOKEN.findall(current[i])) for i in order]
+    plan = plan_chunks(counts, max_tokens)
+    got = SubstringResult(engine=engine)
+    for a, b in plan:
+        merge(got, chunk_repeats(ChunkTask(refs(order[a:b]), 50, engine, 1, tuple(ids[i] for i in order[a:b]), True)), 1)
+    # more spans than examples kept: the merge stops where find_repeats stops
+    assert ref.chunks == len(plan) >= 5 and ref.spans > 25 and len(ref.examples) == 20
+    assert (got.cut, got.tokens_in, got.tokens_removed, got.spans, got.chunks, got.examples) == \
+        (ref.cut, ref.tokens_in, ref.tokens_removed, ref.spans, ref.chunks, ref.examples)
+    store.close()
+
+
 def test_pydivsufsort_engine_matches_brute_force():
     pytest.importorskip("pydivsufsort")
     files = _code_files(12)
@@ -331,16 +395,21 @@ def test_index_signs_the_texts_that_entered_near_dedup_whichever_steps_ran(plant
     assert both and all(np.array_equal(rows["on"][i], rows["off"][i]) for i in both)
 
 
+SUB_CHUNK_TOKENS = 6_000  # the planted code (~11.5K tokens) in two substring chunks (the quote's copies then apart)
+
+
 @pytest.mark.slow
 def test_line_and_paragraph_steps_in_a_pool_give_the_same_artifact(planted, monkeypatch):
     """Large inputs run the line/paragraph steps' per-document work in worker processes (results in row
-    order, the Bloom filter and counters in the stage's process): the same artifact and the same report
-    as in one process."""
+    order, the Bloom filter and counters in the stage's process) and the substring step's chunks as tasks
+    (after a pass that counts tokens: the chunks are find_repeats's): the same artifact and the same report
+    as in one process. The substring step's chunks are small here, so there are several (the cuts of
+    chunk tasks against find_repeats: test_substring_chunks_as_pool_tasks_find_what_one_process_finds)."""
     from minideepseek.artifact import read_manifest
     from minideepseek.crossdedup import granular
 
     tmp, config, _, _ = planted
-    cfg = config("pool", {})
+    cfg = config("pool", {"substrings": {"max_tokens": SUB_CHUNK_TOKENS}})
     assert mix_sampler.main(["--config", str(cfg)]) == 0
     assert cross_source_dedup.main(["--config", str(cfg)]) == 0
     out = tmp / "data" / "pool" / "mixed_dedup"
@@ -354,10 +423,12 @@ def test_line_and_paragraph_steps_in_a_pool_give_the_same_artifact(planted, monk
 
     fp, files, rep, perf = state()
     assert "this process" in perf["lines"]["note"] and rep["lines"]["per_source"] and rep["paragraphs"]["per_source"]
+    assert rep["substrings"]["chunks"] >= 2 and rep["substrings"]["tokens_in"] > SUB_CHUNK_TOKENS  # spans: next test
     monkeypatch.setattr(granular, "POOL_MIN_CHARS", 0)
     assert cross_source_dedup.main(["--config", str(cfg), "--force", "--set", "dedup.num_proc=2"]) == 0
     fp2, files2, rep2, perf2 = state()
-    assert "2 worker processes" in perf2["lines"]["note"]
+    assert "2 worker processes" in perf2["lines"]["note"] and "2 worker processes" in perf2["substrings"]["note"]
+    assert perf["substrings"]["note"] == "in this process"
     assert (fp2, rep2) == (fp, rep) and files2 == files
 
 

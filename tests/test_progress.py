@@ -49,7 +49,10 @@ def test_heartbeat_reports_input_then_second_phase(caplog: pytest.LogCaptureFixt
 def test_rate_log_says_each_tenth_once_with_its_rate(caplog: pytest.LogCaptureFixture) -> None:
     log = logging.getLogger("test.rate")
     with caplog.at_level("INFO", logger="test.rate"):
-        rate = RateLog("sampling", 1000, "tokens", logger=log)
+        quiet = RateLog("sampling", 1000, "tokens", logger=log)  # a run shorter than min_s (10 s) logs nothing
+        quiet.update(1000)
+        assert not caplog.records
+        rate = RateLog("sampling", 1000, "tokens", logger=log, min_s=0)
         for n in [50, 50, 450, 10]:  # 10%, then a jump over 20-50%, then short of 60%
             rate.update(n)
         msgs = [r.getMessage() for r in caplog.records]

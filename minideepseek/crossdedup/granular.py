@@ -51,10 +51,23 @@ from .lines import LineCounter
 from .near import banding
 from .resume import Memo
 from .spans import ParagraphDedup
-from .substrings import cut_text, find_repeats
+from .substrings import (
+    ChunkTask,
+    SubstringResult,
+    TextRefs,
+    chunk_repeats,
+    count_tokens,
+    cut_text,
+    find_repeats,
+    merge,
+    plan_chunks,
+    resolve_engine,
+)
 from .textstore import TextStore
 
 log = logging.getLogger(__name__)
+
+SUB_COUNT_DOCS = 2048  # documents per task of the substring step's token count pass (a cheap pass: big tasks)
 
 # the funnel's order: whole documents first (URL, then the stage's exact and near, then earlier runs),
 # then the survivors' texts are cleaned (lines, paragraphs, substrings), then decontamination
@@ -109,6 +122,7 @@ class Granular:
         self._near_window = 0.0
         self.para: ParagraphDedup | None = None  # the paragraph step's filter, after rewrite()
         self.line_buckets = 0  # the line step's bucket count, after rewrite()
+        self.sub_note = "in this process"  # where the substring step ran (its perf entry's note)
 
     # ---- helpers
     def _perf(self, step: str, docs: int, chars: int) -> None:
@@ -341,11 +355,14 @@ class Granular:
             return after_sub
         docs = [i for i in live if i not in removed and self.d.srcs[i] in sub_srcs]
         sc = self.dc.substrings
-        # a generator: find_repeats holds one max_tokens chunk of texts at a time, not all of them
-        cur = ((i, texts[i] if i in texts else self.raw[i]) for i in docs)
-        # one unit: the suffix array's result (5.9 s of the demo's 38 s)
-        res = self.memo.one("substrings", lambda: find_repeats(cur, sc.min_tokens, sc.engine, sc.max_tokens,
-                                                               sc.examples, self.d.ids, sc.cross_doc_only))
+        if self.dc.num_proc > 1 and sum(self.d.n_chars0[i] for i in docs) >= POOL_MIN_CHARS:
+            res = self._substrings_pooled(docs, texts)
+        else:
+            # a generator: find_repeats holds one max_tokens chunk of texts at a time, not all of them
+            cur = ((i, texts[i] if i in texts else self.raw[i]) for i in docs)
+            # one unit: the suffix array's result (5.9 s of the demo's 38 s)
+            res = self.memo.one("substrings", lambda: find_repeats(cur, sc.min_tokens, sc.engine, sc.max_tokens,
+                                                                   sc.examples, self.d.ids, sc.cross_doc_only))
         st_sub: dict[str, Counter] = {}
         for i, iv in sorted(res.cut.items()):
             text = texts[i] if i in texts else self.raw[i]
@@ -365,7 +382,45 @@ class Granular:
                                   "per_source": {k: dict(v) for k, v in sorted(st_sub.items())},
                                   "examples": _pick_examples(res.examples, sc.examples)}
         self._perf("substrings", len(docs), int(sum(self.d.n_chars0[i] for i in docs)))
+        self.perf["substrings"]["note"] = self.sub_note
         return after_sub
+
+    def _substrings_pooled(self, docs: list[int], texts: TextStore) -> SubstringResult:
+        """find_repeats's result from the pool: the token counts of CHUNK_DOCS-document parts, then each
+        max_tokens chunk (the same chunks) -- both passes' results are units, so a killed run resumes
+        inside the step. Workers read the texts themselves (the input's rows, the store's file)."""
+        sc = self.dc.substrings
+
+        def refs(part: list[int]) -> TextRefs:
+            return TextRefs(tuple(part), tuple(texts.ref(i) if i in texts else (-1, 0) for i in part),
+                            self.raw.shards, str(texts.path))
+
+        parts = [docs[s0:s0 + SUB_COUNT_DOCS] for s0 in range(0, len(docs), SUB_COUNT_DOCS)]
+        pool = LocalExecutor().pool(self.dc.num_proc)
+        t0 = time.perf_counter()
+        try:
+            counted = self.memo.imap([f"substrings.count.c={SUB_COUNT_DOCS}.k={k:06d}" for k in range(len(parts))],
+                                     count_tokens, lambda k: refs(parts[k]), pool)
+            counts = [n for part in tqdm(counted, total=len(parts), unit="parts", desc="substrings: count",
+                                         mininterval=2) for n in part]
+            plan = plan_chunks(counts, sc.max_tokens)
+            self.sub_note = f"in {self.dc.num_proc} worker processes, the token count pass {time.perf_counter() - t0:.1f} s"
+            engine = resolve_engine(sc.engine)
+
+            def task(k: int) -> ChunkTask:
+                a, b = plan[k]
+                return ChunkTask(refs(docs[a:b]), sc.min_tokens, engine, sc.examples,
+                                 tuple(self.d.ids[i] for i in docs[a:b]), sc.cross_doc_only)
+
+            # window 1 per worker: a chunk's texts, ids and suffix array are its worker's memory
+            found = self.memo.imap([f"substrings.chunk.t={sc.max_tokens}.k={k:06d}" for k in range(len(plan))],
+                                   chunk_repeats, task, pool, window=self.dc.num_proc)
+            res = SubstringResult(engine=engine)
+            for part in tqdm(found, total=len(plan), unit="chunks", desc="substrings", mininterval=2):
+                merge(res, part, sc.examples)
+        finally:
+            pool.shutdown(cancel_futures=True)
+        return res
 
     def _rule_hit(self, url: str) -> bool:
         import re

@@ -23,12 +23,16 @@ sharded runs).
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from ..mapped import take_texts
+from .textstore import read_at
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -102,32 +106,117 @@ class SubstringResult:
 
 
 def find_repeats(docs: Iterable[tuple[int, str]], L: int, engine: str = "auto", max_tokens: int = 20_000_000,
-                 n_examples: int = 10, ids: list[str] | None = None, cross_doc_only: bool = False) -> SubstringResult:
+                 n_examples: int = 10, ids: Sequence[str] | Mapping[int, str] | None = None,
+                 cross_doc_only: bool = False) -> SubstringResult:
     """Char intervals to cut from each document (index, text), documents in run order; ``docs`` is read
-    once, so a generator keeps only the current chunk's texts in memory."""
-    use = ("pydivsufsort" if have_pydivsufsort() else "numpy") if engine == "auto" else engine
-    res = SubstringResult(engine=use)
+    once, so a generator keeps only the current chunk's texts in memory. In one process; a pool runs
+    the same chunks with ``count_tokens`` + ``plan_chunks`` + ``chunk_repeats`` + ``merge`` (granular.py)."""
+    res = SubstringResult(engine=resolve_engine(engine))
     chunk: list[tuple[int, str, np.ndarray]] = []
     total = 0
-    vocab: dict[str, int] = {}  # token string -> id (ids only need to agree inside one chunk)
+    vocab: dict[str, int] = {}  # token string -> id: ids only need to agree inside one chunk
     for doc, text in docs:
-        # 8 bytes of id per token; char offsets are found again only for the documents that get cut
-        # (findall + a dict is ~3x faster than building per-token span tuples, measured on the demo)
         words = _TOKEN.findall(text)
-        tok = np.fromiter(map(lambda w: vocab.setdefault(w, len(vocab)), words), dtype=np.int64, count=len(words))
-        del words
-        if chunk and total + len(tok) + 1 > max_tokens:
-            _run_chunk(chunk, L, use, res, n_examples, ids, cross_doc_only)
-            chunk, total = [], 0
-        chunk.append((doc, text, tok))
-        total += len(tok) + 1
+        if chunk and total + len(words) + 1 > max_tokens:  # plan_chunks's rule
+            _run_chunk(chunk, L, res.engine, res, n_examples, ids, cross_doc_only)
+            chunk, total, vocab = [], 0, {}  # a vocabulary per chunk: memory does not grow with the run
+        chunk.append((doc, text, _ids(words, vocab)))
+        total += len(words) + 1
     if chunk:
-        _run_chunk(chunk, L, use, res, n_examples, ids, cross_doc_only)
+        _run_chunk(chunk, L, res.engine, res, n_examples, ids, cross_doc_only)
     return res
 
 
+def resolve_engine(engine: str) -> str:
+    return ("pydivsufsort" if have_pydivsufsort() else "numpy") if engine == "auto" else engine
+
+
+def _ids(words: list[str], vocab: dict[str, int]) -> np.ndarray:
+    """The words' ids in ``vocab`` (extended): 8 bytes per token; char offsets are found again only for
+    the documents that get cut (findall + a dict is ~3x faster than per-token span tuples, measured)."""
+    return np.fromiter(map(lambda w: vocab.setdefault(w, len(vocab)), words), dtype=np.int64, count=len(words))
+
+
+# ---- the same work for a process pool: chunks are independent (a repeat across two chunks is not
+# looked for), so after one cheap pass that counts every document's tokens -- the chunk boundaries
+# depend on the counts only -- each chunk is a task, and the results are merged in chunk order into
+# what find_repeats returns (tested: same cuts, counters and examples)
+
+@dataclass(frozen=True)
+class TextRefs:
+    """Where a task's workers read the documents' current texts themselves (only these refs travel):
+    a row of the stage's input dataset, or a cleaned copy in the step's ``TextStore`` file."""
+    docs: tuple[int, ...]  # document indexes (rows of ``shards``), in run order
+    at: tuple[tuple[int, int], ...]  # per document: (offset, bytes) in ``store``, or (-1, 0): its row
+    shards: tuple[str, ...]
+    store: str = ""
+
+
+def read_refs(r: TextRefs) -> list[str]:
+    rows = [d for d, (off, _) in zip(r.docs, r.at) if off < 0]
+    raw = iter(take_texts((list(r.shards), np.array(rows, dtype=np.int64)))) if rows else iter(())
+    out: list[str] = []
+    fd = os.open(r.store, os.O_RDONLY) if r.store and len(rows) < len(r.docs) else None
+    try:
+        for off, n in r.at:
+            out.append(next(raw) if off < 0 else read_at(fd, off, n))
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return out
+
+
+def count_tokens(r: TextRefs) -> list[int]:
+    """Pass 1: each document's number of tokens (what the chunk boundaries depend on)."""
+    return [len(_TOKEN.findall(t)) for t in read_refs(r)]
+
+
+def plan_chunks(counts: Sequence[int], max_tokens: int) -> list[tuple[int, int]]:
+    """[start, end) positions of each chunk: whole documents, a document and its separator counting
+    ``tokens + 1``, a chunk closed before the document that would take it past ``max_tokens``."""
+    out, start, total = [], 0, 0
+    for k, n in enumerate(counts):
+        if k > start and total + n + 1 > max_tokens:
+            out.append((start, k))
+            start, total = k, 0
+        total += n + 1
+    if start < len(counts):
+        out.append((start, len(counts)))
+    return out
+
+
+@dataclass(frozen=True)
+class ChunkTask:
+    refs: TextRefs
+    L: int
+    engine: str
+    n_examples: int
+    ids: tuple[str, ...]  # the chunk's documents' ids, in ``refs.docs`` order (for the examples)
+    cross_doc_only: bool
+
+
+def chunk_repeats(t: ChunkTask) -> SubstringResult:
+    """Pass 2: one chunk's repeats, as ``find_repeats`` finds them in that chunk."""
+    vocab: dict[str, int] = {}
+    chunk = [(d, text, _ids(_TOKEN.findall(text), vocab)) for d, text in zip(t.refs.docs, read_refs(t.refs))]
+    del vocab
+    res = SubstringResult(engine=t.engine)
+    _run_chunk(chunk, t.L, t.engine, res, t.n_examples, dict(zip(t.refs.docs, t.ids)), t.cross_doc_only)
+    return res
+
+
+def merge(res: SubstringResult, part: SubstringResult, n_examples: int) -> None:
+    """Add the next chunk's result to ``res`` (the examples stop where find_repeats's would)."""
+    res.cut.update(part.cut)  # a document is in one chunk
+    res.tokens_in += part.tokens_in
+    res.tokens_removed += part.tokens_removed
+    res.spans += part.spans
+    res.chunks += part.chunks
+    res.examples.extend(part.examples[:max(0, 20 * n_examples - len(res.examples))])
+
+
 def _run_chunk(chunk: list[tuple[int, str, np.ndarray]], L: int, engine: str, res: SubstringResult,
-               n_examples: int, ids: list[str] | None, cross_doc_only: bool) -> None:
+               n_examples: int, ids: Sequence[str] | Mapping[int, str] | None, cross_doc_only: bool) -> None:
     res.chunks += 1
     lens = np.array([len(t) + 1 for _, _, t in chunk], dtype=np.int64)
     starts = (np.cumsum(lens) - lens).tolist()

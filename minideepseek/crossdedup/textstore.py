@@ -19,6 +19,18 @@ from pathlib import Path
 _ENC = ("utf-8", "surrogatepass")
 
 
+def read_at(fd: int, off: int, n: int) -> str:
+    """The text stored at [off, off + n) of an open store file."""
+    parts, got = [], 0
+    while got < n:
+        b = os.pread(fd, n - got, off + got)
+        if not b:
+            raise OSError(f"short read of a text store: {n} bytes at {off}")
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts).decode(*_ENC)
+
+
 class TextStore:
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -40,14 +52,13 @@ class TextStore:
     def __getitem__(self, i: int) -> str:
         assert self._fd is not None, "closed"
         off, n, _ = self._at[i]
-        parts, got = [], 0
-        while got < n:
-            b = os.pread(self._fd, n - got, off + got)
-            if not b:
-                raise OSError(f"{self.path}: short read of document {i}")
-            parts.append(b)
-            got += len(b)
-        return b"".join(parts).decode(*_ENC)
+        return read_at(self._fd, off, n)
+
+    def ref(self, i: int) -> tuple[int, int]:
+        """(offset, bytes) of document i's current text in ``path``: what another process reads with
+        ``read_at`` (appended copies are never overwritten while the store is open)."""
+        off, n, _ = self._at[i]
+        return off, n
 
     def get(self, i: int, default: str | None = None) -> str | None:
         return self[i] if i in self._at else default
