@@ -50,9 +50,10 @@ class RateLog:
     """One log line per tenth (``parts``) of a known total: the rate overall and over the last part, and
     the machine's load average. A run of hours then says whether it slowed down as it went (the load
     stayed where it was: our work got dearer) or the machine was busy with something else (the load rose).
-    Marks reached in the first ``min_s`` seconds are not logged: a small run's log stays as it was."""
+    Marks reached in the first ``min_s`` seconds are not logged: a small run's log stays as it was. No
+    total (``sampler.target_docs: all``): no marks."""
 
-    def __init__(self, what: str, total: float, unit: str, parts: int = 10,
+    def __init__(self, what: str, total: float | None, unit: str, parts: int = 10,
                  logger: logging.Logger | None = None, min_s: float = 10.0) -> None:
         self.what, self.total, self.unit, self.parts, self.min_s = what, total, unit, parts, min_s
         self.log = logger or logging.getLogger("minideepseek.progress")
@@ -62,7 +63,7 @@ class RateLog:
 
     def update(self, n: float) -> None:
         self.done += n
-        while self.k <= self.parts and self.done >= self.k * self.total / self.parts:
+        while self.total and self.k <= self.parts and self.done >= self.k * self.total / self.parts:
             now = time.perf_counter()
             self.k += 1
             if now - self.t0 < self.min_s:

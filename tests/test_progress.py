@@ -51,6 +51,8 @@ def test_rate_log_says_each_tenth_once_with_its_rate(caplog: pytest.LogCaptureFi
     with caplog.at_level("INFO", logger="test.rate"):
         quiet = RateLog("sampling", 1000, "tokens", logger=log)  # a run shorter than min_s (10 s) logs nothing
         quiet.update(1000)
+        unbounded = RateLog("sampling", None, "docs", logger=log, min_s=0)  # target_docs: all
+        unbounded.update(10)
         assert not caplog.records
         rate = RateLog("sampling", 1000, "tokens", logger=log, min_s=0)
         for n in [50, 50, 450, 10]:  # 10%, then a jump over 20-50%, then short of 60%
