@@ -420,7 +420,19 @@ def goal_sentence(top: dict[str, Any], names: dict[str, str]) -> str:
             f"{top['packed_tokens']:,.0f} packed{extra}): stages 1-4 took {at_least}**{wall / 3600:.2f} h** wall{scaled} "
             f"(goal <= {GOAL_WALL_H:g} h: {verdict(wall * k <= GOAL_WALL_H * 3600)}), peak RSS **{rss / 1024:.1f} GB** as "
             f"measured ({names[worst]}; goal <= {GOAL_RSS_GB:g} GB: {verdict(rss <= GOAL_RSS_GB * 1024)}), "
-            f"**{disk / 2**30:.1f} GiB** written by the four artifacts.")
+            f"**{disk / 2**30:.1f} GiB** written by the four artifacts.{_beside(top)}")
+
+
+def _beside(top: dict[str, Any]) -> str:
+    """What the machine did besides the stages (bench_scale records it from /proc/stat since 2026-12-07):
+    a slow row on a busy or oversubscribed machine says so; rows measured before say nothing."""
+    st = list(top["stages"].values())
+    if not all("other_cpu_s" in x for x in st):
+        return ""
+    cpu = sum(x["cpu_s"] for x in st)
+    other, steal = sum(x["other_cpu_s"] for x in st), sum(x["steal_s"] for x in st)
+    return (f" Meanwhile the machine's other processes (the bench's own monitor included) used {other:,.0f} "
+            f"CPU-seconds beside the stages' {cpu:,.0f}, and the hypervisor took {steal:,.0f} s of CPU (steal).")
 
 
 def projection_sentence(results: list[dict], names: dict[str, str]) -> str:

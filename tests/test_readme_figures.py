@@ -294,3 +294,16 @@ def test_bench_scale_measures_what_else_the_machine_did_beside_a_stage(tmp_path:
     assert m["cpu_s"] >= 0.9  # the stage's own second
     assert m["machine_busy_cpu_s"] >= m["cpu_s"] + m["other_cpu_s"] - 0.5
     assert m["other_cpu_s"] >= 0.5 and m["steal_s"] >= 0  # most of the other process's second, while it ran
+
+
+def test_goal_sentence_says_what_else_the_machine_did_when_it_was_measured() -> None:
+    """A row measured with the machine's counters says the other processes' CPU-seconds and the steal beside
+    the stages' own; a row measured before them says nothing about it (no invented zero)."""
+    top = _scale_results(1e9, 900.0, 2000.0)[0]
+    names = {a: a for a in top["stages"]}
+    assert "Meanwhile" not in rf.goal_sentence(top, names)
+    for k, st in enumerate(top["stages"].values()):
+        st.update(other_cpu_s=10.0 * (k + 1), steal_s=1.5)
+    cpu = sum(st["cpu_s"] for st in top["stages"].values())
+    assert (f"other processes (the bench's own monitor included) used 100 CPU-seconds beside the stages' {cpu:,.0f}, "
+            "and the hypervisor took 6 s of CPU (steal)") in rf.goal_sentence(top, names)
