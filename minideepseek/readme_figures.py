@@ -497,7 +497,8 @@ def scale_goals(r: Reports) -> str:
         if any(x["redone_s"] < 0 for x in rows):
             lines.append("A negative redone figure: the uninterrupted run was slower than the killed run and its "
                          "resume together (sequential runs on a shared 2-core machine vary by ±30%).")
-    lines += ["", "Reproduce: `.venv/bin/python bench/bench_scale.py --sizes 1e9 --resume --publish` (corpus build "
+    sets = "".join(f" --set {x}" for x in top.get("extra_sets", []))  # what the row was measured with
+    lines += ["", f"Reproduce: `.venv/bin/python bench/bench_scale.py --sizes 1e9 --resume --publish{sets}` (corpus build "
               "excluded from the figures; `--resume` continues a size stage by stage after a kill, measuring a "
               "killed stage again whole; add `--continue-killed` to finish it from its units instead, its wall "
               "then a lower bound), then "
