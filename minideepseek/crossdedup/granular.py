@@ -386,7 +386,7 @@ class Granular:
         return after_sub
 
     def _substrings_pooled(self, docs: list[int], texts: TextStore) -> SubstringResult:
-        """find_repeats's result from the pool: the token counts of CHUNK_DOCS-document parts, then each
+        """find_repeats's result from the pool: the token counts of SUB_COUNT_DOCS-document parts, then each
         max_tokens chunk (the same chunks) -- both passes' results are units, so a killed run resumes
         inside the step. Workers read the texts themselves (the input's rows, the store's file)."""
         sc = self.dc.substrings
